@@ -1,0 +1,101 @@
+/*
+ * snapshim: the only C that SnapThumb writes.
+ *
+ * Why it exists: Swift cannot call C variadic functions, and almost every
+ * libvips operation is variadic (`vips_thumbnail_image(in, &out, w, "height", h, NULL)`).
+ * Each function here is one fixed-argument wrapper around one libvips call, or a
+ * small helper for a macro that Swift does not import (libexif's entry lookup,
+ * GLib's checksum, zlib). Every function that can fail returns 0 on success and
+ * -1 on failure; the caller then takes the message with snap_error_take().
+ */
+#ifndef SNAPSHIM_H
+#define SNAPSHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vips/vips.h>
+
+/* Start libvips once per process: operation cache off (memory stays flat),
+ * every loader blocked except JPEG, PNG, WebP, HEIF/AVIF and GIF. */
+int snap_init(const char *argv0, int vips_threads);
+const char *snap_vips_version(void);
+/* Counts GLib/libvips warnings routed through our handler (they are dropped
+ * unless `verbose` is set: they cannot be tied to one job in a shared process). */
+void snap_set_warnings_verbose(int verbose);
+unsigned long snap_warning_count(void);
+
+/* The libvips error buffer is process-global: copy-and-clear in one step.
+ * Returns a malloc'd string (free with snap_free) or NULL when empty. */
+char *snap_error_take(void);
+void snap_free(void *p);
+void snap_unref(VipsImage *image);
+
+/* Name of the loader libvips would pick for these bytes (e.g. "jpegload_buffer"),
+ * or NULL. */
+const char *snap_find_loader(const void *buf, size_t len);
+/* vips_image_new_from_buffer with an option string ("shrink=8,fail_on=warning"). */
+int snap_load(const void *buf, size_t len, const char *options, VipsImage **out);
+int snap_copy_memory(VipsImage *in, VipsImage **out);
+
+/* Metadata helpers (the getters are functions in libvips, but these fold the
+ * "is the field there" check in). */
+int snap_get_blob(VipsImage *in, const char *name, const void **data, size_t *len);
+int snap_get_int(VipsImage *in, const char *name, int *value);
+/* Copy of `in` with an ICC profile attached (HEIC: the decoded image's own
+ * profile blob is unreliable in 8.14.1, so the header's copy is attached). */
+int snap_with_profile(VipsImage *in, const void *profile, size_t len, VipsImage **out);
+
+/* Orientation and geometry. */
+int snap_rot(VipsImage *in, VipsImage **out, int degrees);
+int snap_flip_horizontal(VipsImage *in, VipsImage **out);
+int snap_resize(VipsImage *in, VipsImage **out, double scale);
+int snap_shrink(VipsImage *in, VipsImage **out, double hshrink, double vshrink);
+/* vips_thumbnail_image to exactly width x height: size=both, no_rotate, the
+ * given VipsInteresting crop. The input must already be sRGB without profile. */
+int snap_thumbnail_image(VipsImage *in, VipsImage **out, int width, int height, int crop);
+int snap_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height);
+
+/* Colour. */
+int snap_icc_to_srgb(VipsImage *in, VipsImage **out, const char *input_profile, int embedded);
+int snap_colourspace_srgb(VipsImage *in, VipsImage **out);
+int snap_cast_uchar(VipsImage *in, VipsImage **out);
+int snap_flatten(VipsImage *in, VipsImage **out, double r, double g, double b);
+int snap_premultiply(VipsImage *in, VipsImage **out);
+int snap_unpremultiply(VipsImage *in, VipsImage **out);
+int snap_extract_bands(VipsImage *in, VipsImage **out, int band, int n);
+int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
+
+/* Encode a stripped, baseline JPEG. subsample: VipsForeignSubsample. */
+int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample);
+/* Uncompressed pixels, row-major (caller frees with snap_free). */
+int snap_write_memory(VipsImage *in, void **buf, size_t *len);
+/* Make a uchar sRGB image from packed RGB bytes (copied). */
+int snap_from_rgb(const void *rgb, int width, int height, VipsImage **out);
+
+/* Cancel the computation of an image from another thread. */
+void snap_kill(VipsImage *image);
+
+/* libexif: orientation tag of an EXIF blob (with or without the "Exif\0\0"
+ * header), 0 when absent or unreadable. Mandatory tags are not invented. */
+int snap_exif_orientation(const void *exif, size_t len);
+
+/* SHA-256 via GLib (already linked through libvips). */
+void snap_sha256(const void *data, size_t len, unsigned char out[32]);
+
+/* libimagequant: an adaptive palette of at most max_colours for packed RGBA
+ * pixels. Writes RGBA entries to palette (256*4 bytes) and the count.
+ * Runs libimagequant single-threaded (its OpenMP threads cost time and make
+ * float reductions order-dependent on 625-pixel images). */
+int snap_quantize_palette(const unsigned char *rgba, int width, int height, int max_colours,
+                          int speed, unsigned char *palette, int *count);
+const char *snap_liq_version(void);
+
+/* zlib. */
+unsigned long snap_crc32(unsigned long crc, const void *data, size_t len);
+/* Deflate into out (capacity *out_len, set to the size written); 0 or -1. */
+int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, size_t *out_len);
+size_t snap_deflate_bound(size_t in_len);
+const char *snap_zlib_version(void);
+
+#endif

@@ -1,0 +1,342 @@
+#include "snapshim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <libexif/exif-data.h>
+#include <libimagequant.h>
+#include <zlib.h>
+
+/* libgomp is linked through libimagequant; its header is not always installed. */
+extern void omp_set_num_threads(int n);
+
+static volatile int snap_verbose = 0;
+static volatile unsigned long snap_warnings = 0;
+
+static void
+snap_log_handler(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer user)
+{
+	(void) user;
+	__atomic_add_fetch(&snap_warnings, 1, __ATOMIC_RELAXED);
+	if (snap_verbose)
+		fprintf(stderr, "snapthumb: libvips %s: %s\n", domain ? domain : "glib",
+			message ? message : "");
+	(void) level;
+}
+
+int
+snap_init(const char *argv0, int vips_threads)
+{
+	if (VIPS_INIT(argv0 ? argv0 : "snapthumb"))
+		return -1;
+	/* The operation cache holds decoded images between jobs: off, memory stays flat. */
+	vips_cache_set_max(0);
+	vips_cache_set_max_mem(0);
+	vips_cache_set_max_files(0);
+	if (vips_threads > 0)
+		vips_concurrency_set(vips_threads);
+	/* Allowlist of loaders: block every loader, then unblock the accepted ones. */
+	vips_operation_block_set("VipsForeignLoad", TRUE);
+	vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
+	vips_operation_block_set("VipsForeignLoadPng", FALSE);
+	vips_operation_block_set("VipsForeignLoadWebp", FALSE);
+	vips_operation_block_set("VipsForeignLoadHeif", FALSE);
+	vips_operation_block_set("VipsForeignLoadNsgif", FALSE);
+	g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO,
+		snap_log_handler, NULL);
+	g_log_set_handler(NULL, G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE, snap_log_handler, NULL);
+	return 0;
+}
+
+const char *snap_vips_version(void) { return vips_version_string(); }
+void snap_set_warnings_verbose(int verbose) { snap_verbose = verbose; }
+unsigned long snap_warning_count(void) { return __atomic_load_n(&snap_warnings, __ATOMIC_RELAXED); }
+
+char *
+snap_error_take(void)
+{
+	char *g = vips_error_buffer_copy();
+	if (!g)
+		return NULL;
+	char *copy = strdup(g);
+	g_free(g);
+	return copy;
+}
+
+void snap_free(void *p) { free(p); }
+void snap_unref(VipsImage *image) { if (image) g_object_unref(image); }
+
+const char *
+snap_find_loader(const void *buf, size_t len)
+{
+	return vips_foreign_find_load_buffer(buf, len);
+}
+
+int
+snap_load(const void *buf, size_t len, const char *options, VipsImage **out)
+{
+	*out = vips_image_new_from_buffer(buf, len, options ? options : "", NULL);
+	return *out ? 0 : -1;
+}
+
+int
+snap_copy_memory(VipsImage *in, VipsImage **out)
+{
+	*out = vips_image_copy_memory(in);
+	return *out ? 0 : -1;
+}
+
+int
+snap_get_blob(VipsImage *in, const char *name, const void **data, size_t *len)
+{
+	if (!vips_image_get_typeof(in, name))
+		return -1;
+	return vips_image_get_blob(in, name, data, len);
+}
+
+int
+snap_get_int(VipsImage *in, const char *name, int *value)
+{
+	if (!vips_image_get_typeof(in, name))
+		return -1;
+	return vips_image_get_int(in, name, value);
+}
+
+int
+snap_with_profile(VipsImage *in, const void *profile, size_t len, VipsImage **out)
+{
+	if (vips_copy(in, out, NULL))
+		return -1;
+	vips_image_set_blob_copy(*out, VIPS_META_ICC_NAME, profile, len);
+	return 0;
+}
+
+int
+snap_rot(VipsImage *in, VipsImage **out, int degrees)
+{
+	VipsAngle angle;
+	switch (degrees) {
+	case 90: angle = VIPS_ANGLE_D90; break;
+	case 180: angle = VIPS_ANGLE_D180; break;
+	case 270: angle = VIPS_ANGLE_D270; break;
+	default: angle = VIPS_ANGLE_D0; break;
+	}
+	return vips_rot(in, out, angle, NULL);
+}
+
+int snap_flip_horizontal(VipsImage *in, VipsImage **out)
+{ return vips_flip(in, out, VIPS_DIRECTION_HORIZONTAL, NULL); }
+
+int snap_resize(VipsImage *in, VipsImage **out, double scale)
+{ return vips_resize(in, out, scale, NULL); }
+
+int snap_shrink(VipsImage *in, VipsImage **out, double hshrink, double vshrink)
+{ return vips_shrink(in, out, hshrink, vshrink, NULL); }
+
+int
+snap_thumbnail_image(VipsImage *in, VipsImage **out, int width, int height, int crop)
+{
+	return vips_thumbnail_image(in, out, width,
+		"height", height,
+		"size", VIPS_SIZE_BOTH,
+		"crop", (VipsInteresting) crop,
+		"no_rotate", TRUE,
+		NULL);
+}
+
+int snap_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height)
+{ return vips_extract_area(in, out, left, top, width, height, NULL); }
+
+int
+snap_icc_to_srgb(VipsImage *in, VipsImage **out, const char *input_profile, int embedded)
+{
+	if (input_profile)
+		return vips_icc_transform(in, out, "srgb",
+			"input_profile", input_profile,
+			"embedded", embedded ? TRUE : FALSE,
+			"intent", VIPS_INTENT_RELATIVE,
+			"depth", 8,
+			NULL);
+	return vips_icc_transform(in, out, "srgb",
+		"embedded", embedded ? TRUE : FALSE,
+		"intent", VIPS_INTENT_RELATIVE,
+		"depth", 8,
+		NULL);
+}
+
+int snap_colourspace_srgb(VipsImage *in, VipsImage **out)
+{ return vips_colourspace(in, out, VIPS_INTERPRETATION_sRGB, NULL); }
+
+int snap_cast_uchar(VipsImage *in, VipsImage **out)
+{ return vips_cast(in, out, VIPS_FORMAT_UCHAR, NULL); }
+
+int
+snap_flatten(VipsImage *in, VipsImage **out, double r, double g, double b)
+{
+	double values[3] = { r, g, b };
+	VipsArrayDouble *background = vips_array_double_new(values, 3);
+	int result = vips_flatten(in, out, "background", background, NULL);
+	vips_area_unref(VIPS_AREA(background));
+	return result;
+}
+
+int snap_premultiply(VipsImage *in, VipsImage **out) { return vips_premultiply(in, out, NULL); }
+int snap_unpremultiply(VipsImage *in, VipsImage **out) { return vips_unpremultiply(in, out, NULL); }
+
+int snap_extract_bands(VipsImage *in, VipsImage **out, int band, int n)
+{ return vips_extract_band(in, out, band, "n", n, NULL); }
+
+int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out)
+{ return vips_bandjoin_const1(in, out, 255.0, NULL); }
+
+int
+snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample)
+{
+	return vips_jpegsave_buffer(in, buf, len,
+		"Q", quality,
+		"strip", TRUE,
+		"optimize_coding", optimize_coding ? TRUE : FALSE,
+		"interlace", FALSE,
+		"subsample_mode", (VipsForeignSubsample) subsample,
+		NULL);
+}
+
+int
+snap_write_memory(VipsImage *in, void **buf, size_t *len)
+{
+	void *g = vips_image_write_to_memory(in, len);
+	if (!g)
+		return -1;
+	/* Hand back malloc'd memory so that Swift frees everything with snap_free. */
+	void *copy = malloc(*len ? *len : 1);
+	if (!copy) {
+		g_free(g);
+		return -1;
+	}
+	memcpy(copy, g, *len);
+	g_free(g);
+	*buf = copy;
+	return 0;
+}
+
+int
+snap_from_rgb(const void *rgb, int width, int height, VipsImage **out)
+{
+	VipsImage *im = vips_image_new_from_memory_copy(rgb, (size_t) width * height * 3,
+		width, height, 3, VIPS_FORMAT_UCHAR);
+	if (!im)
+		return -1;
+	im->Type = VIPS_INTERPRETATION_sRGB;
+	*out = im;
+	return 0;
+}
+
+void snap_kill(VipsImage *image) { if (image) vips_image_set_kill(image, TRUE); }
+
+int
+snap_exif_orientation(const void *exif, size_t len)
+{
+	if (!exif || len < 6)
+		return 0;
+	ExifData *data = exif_data_new();
+	if (!data)
+		return 0;
+	exif_data_unset_option(data, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION);
+	exif_data_load_data(data, exif, (unsigned int) len);
+	int orientation = 0;
+	ExifEntry *entry = exif_content_get_entry(data->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
+	if (entry && entry->format == EXIF_FORMAT_SHORT && entry->components >= 1 && entry->data &&
+		entry->size >= 2)
+		orientation = exif_get_short(entry->data, exif_data_get_byte_order(data));
+	exif_data_unref(data);
+	return orientation;
+}
+
+void
+snap_sha256(const void *data, size_t len, unsigned char out[32])
+{
+	GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+	/* g_checksum_update takes gssize: feed in chunks for very large inputs. */
+	const unsigned char *p = data;
+	while (len > 0) {
+		size_t n = len > (1u << 30) ? (1u << 30) : len;
+		g_checksum_update(sum, p, (gssize) n);
+		p += n;
+		len -= n;
+	}
+	gsize out_len = 32;
+	g_checksum_get_digest(sum, out, &out_len);
+	g_checksum_free(sum);
+}
+
+int
+snap_quantize_palette(const unsigned char *rgba, int width, int height, int max_colours,
+                      int speed, unsigned char *palette, int *count)
+{
+	omp_set_num_threads(1);
+	liq_attr *attr = liq_attr_create();
+	if (!attr)
+		return -1;
+	int result = -1;
+	liq_image *image = NULL;
+	liq_result *quant = NULL;
+	if (liq_set_max_colors(attr, max_colours) != LIQ_OK)
+		goto done;
+	if (liq_set_speed(attr, speed) != LIQ_OK)
+		goto done;
+	image = liq_image_create_rgba(attr, rgba, width, height, 0);
+	if (!image)
+		goto done;
+	if (liq_image_quantize(image, attr, &quant) != LIQ_OK)
+		goto done;
+	liq_set_dithering_level(quant, 0);
+	/* The palette is only final after a remap; the remapped pixels are not used
+	 * (the Swift side maps pixels itself, so adaptive and fixed palettes share one path). */
+	size_t n = (size_t) width * height;
+	unsigned char *scratch = malloc(n ? n : 1);
+	if (!scratch)
+		goto done;
+	liq_write_remapped_image(quant, image, scratch, n);
+	free(scratch);
+	const liq_palette *pal = liq_get_palette(quant);
+	*count = (int) pal->count;
+	for (unsigned int i = 0; i < pal->count; i++) {
+		palette[i * 4 + 0] = pal->entries[i].r;
+		palette[i * 4 + 1] = pal->entries[i].g;
+		palette[i * 4 + 2] = pal->entries[i].b;
+		palette[i * 4 + 3] = pal->entries[i].a;
+	}
+	result = 0;
+done:
+	if (quant)
+		liq_result_destroy(quant);
+	if (image)
+		liq_image_destroy(image);
+	liq_attr_destroy(attr);
+	return result;
+}
+
+const char *snap_liq_version(void) { return LIQ_VERSION_STRING; }
+
+unsigned long snap_crc32(unsigned long crc, const void *data, size_t len)
+{ return crc32(crc, data, (uInt) len); }
+
+size_t snap_deflate_bound(size_t in_len) { return compressBound((uLong) in_len); }
+
+int
+snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, size_t *out_len)
+{
+	z_stream s;
+	memset(&s, 0, sizeof s);
+	if (deflateInit2(&s, level, Z_DEFLATED, 15, 9, strategy) != Z_OK)
+		return -1;
+	s.next_in = (Bytef *) in;
+	s.avail_in = (uInt) in_len;
+	s.next_out = out;
+	s.avail_out = (uInt) *out_len;
+	int r = deflate(&s, Z_FINISH);
+	*out_len = s.total_out;
+	deflateEnd(&s);
+	return r == Z_STREAM_END ? 0 : -1;
+}
+
+const char *snap_zlib_version(void) { return zlibVersion(); }

@@ -1,0 +1,79 @@
+internal import CSnapShim
+import Foundation
+
+/// EXIF reading through libexif.
+public enum Exif {
+    /// The IFD0 orientation tag of an EXIF blob, or 0 when it is absent or the
+    /// blob cannot be read. Never throws: bad EXIF must not fail an image.
+    public static func orientation(_ blob: [UInt8]) -> Int {
+        blob.withUnsafeBytes { Int(snap_exif_orientation($0.baseAddress, $0.count)) }
+    }
+}
+
+/// SHA-256 (GLib's implementation, already linked through libvips).
+public enum SHA256 {
+    public static func digest<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBytes { input in
+            out.withUnsafeMutableBytes { snap_sha256(input.baseAddress, input.count, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+        }
+        return out
+    }
+
+    public static func hex<Bytes: ContiguousBytes>(_ bytes: Bytes) -> String {
+        digest(bytes).map { byte in
+            let s = String(byte, radix: 16)
+            return s.count == 1 ? "0" + s : s
+        }.joined()
+    }
+}
+
+/// One RGBA colour.
+public struct RGBA: Hashable, Sendable {
+    public var r: UInt8, g: UInt8, b: UInt8, a: UInt8
+    public init(r: UInt8, g: UInt8, b: UInt8, a: UInt8 = 255) {
+        self.r = r; self.g = g; self.b = b; self.a = a
+    }
+}
+
+/// libimagequant's palette search.
+public enum ImageQuant {
+    /// An adaptive palette of at most `maxColours` for packed RGBA pixels.
+    /// - Parameter speed: 1 (slowest, best) to 10 (fastest).
+    public static func palette(rgba: [UInt8], width: Int, height: Int, maxColours: Int, speed: Int) throws -> [RGBA] {
+        precondition(rgba.count == width * height * 4, "RGBA buffer does not match its size")
+        var raw = [UInt8](repeating: 0, count: 256 * 4)
+        var count: Int32 = 0
+        let status = rgba.withUnsafeBufferPointer { pixels in
+            raw.withUnsafeMutableBufferPointer { palette in
+                snap_quantize_palette(pixels.baseAddress, Int32(width), Int32(height), Int32(maxColours),
+                                      Int32(speed), palette.baseAddress, &count)
+            }
+        }
+        guard status == 0 else { throw VipsError(operation: "quantize", message: "libimagequant could not build a palette") }
+        return (0..<Int(count)).map { i in RGBA(r: raw[i * 4], g: raw[i * 4 + 1], b: raw[i * 4 + 2], a: raw[i * 4 + 3]) }
+    }
+}
+
+/// zlib, for the PNG encoder.
+public enum Zlib {
+    public enum Strategy: Int32, Sendable, CaseIterable {
+        case `default` = 0, filtered = 1, huffmanOnly = 2, rle = 3
+    }
+
+    public static func crc32<Bytes: ContiguousBytes>(_ bytes: Bytes, seed: UInt32 = 0) -> UInt32 {
+        bytes.withUnsafeBytes { UInt32(truncatingIfNeeded: snap_crc32(UInt(seed), $0.baseAddress, $0.count)) }
+    }
+
+    /// A complete zlib stream of `bytes`.
+    public static func deflate(_ bytes: [UInt8], level: Int, strategy: Strategy = .default) throws -> [UInt8] {
+        var capacity = Int(snap_deflate_bound(bytes.count)) + 64
+        var out = [UInt8](repeating: 0, count: capacity)
+        let status = bytes.withUnsafeBytes { input in
+            out.withUnsafeMutableBytes { snap_deflate(input.baseAddress, input.count, Int32(level), strategy.rawValue, $0.baseAddress, &capacity) }
+        }
+        guard status == 0 else { throw VipsError(operation: "deflate", message: "zlib failed") }
+        out.removeSubrange(capacity...)
+        return out
+    }
+}

@@ -1,0 +1,25 @@
+import Foundation
+
+/// Encoded input bytes at a stable address. libvips neither copies a buffer it
+/// loads from nor reads it until pixels are needed, so every image derived from
+/// one holds a reference to its `SourceBuffer` until the image itself goes away.
+public final class SourceBuffer: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    /// Size in bytes.
+    public let count: Int
+
+    /// Copies `bytes` into memory owned by this buffer.
+    public init<Bytes: Collection>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+        count = bytes.count
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        let target = UnsafeMutableRawBufferPointer(start: base, count: count)
+        _ = target.initializeMemory(as: UInt8.self, from: bytes)
+    }
+
+    /// Reads the bytes with a closure; the pointer is valid only inside it.
+    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    deinit { base.deallocate() }
+}

@@ -1,0 +1,75 @@
+internal import CSnapShim
+import Foundation
+
+/// A libvips failure, with the message copied out of libvips' process-global
+/// error buffer at the moment the call returned.
+public struct VipsError: Error, Sendable, CustomStringConvertible {
+    /// The wrapper that failed, e.g. `load` or `jpegsave`.
+    public let operation: String
+    /// libvips' own text, trimmed; may be empty.
+    public let message: String
+
+    public var description: String {
+        message.isEmpty ? "\(operation) failed" : "\(operation): \(message)"
+    }
+}
+
+/// Process-wide libvips set-up.
+public enum Vips {
+    private static let state = StartState()
+
+    /// Starts libvips once; later calls are no-ops. Blocks every loader except
+    /// JPEG, PNG, WebP, HEIF/AVIF and GIF, and turns the operation cache off.
+    /// - Parameter threads: libvips worker threads per pipeline (parallelism
+    ///   comes from running several images at once, not from inside libvips).
+    public static func start(threads: Int = 1) throws {
+        try state.start(threads: threads)
+    }
+
+    /// The libvips version, e.g. `8.14.1`.
+    public static var version: String { String(cString: snap_vips_version()) }
+    /// libimagequant's version, part of the recipe (it picks adaptive palettes).
+    public static var imagequantVersion: String { String(cString: snap_liq_version()) }
+    /// zlib's version, part of the recipe (it compresses the PNG variants).
+    public static var zlibVersion: String { String(cString: snap_zlib_version()) }
+
+    /// Print libvips/GLib warnings to stderr (they are counted and dropped otherwise,
+    /// because in a shared process they cannot be tied to one image).
+    public static func setWarningsVerbose(_ on: Bool) { snap_set_warnings_verbose(on ? 1 : 0) }
+    /// How many libvips/GLib warnings the process has seen.
+    public static var warningCount: UInt { UInt(snap_warning_count()) }
+
+    /// Copies and clears libvips' error buffer in one step.
+    static func takeError(_ operation: String) -> VipsError {
+        guard let raw = snap_error_take() else { return VipsError(operation: operation, message: "") }
+        defer { snap_free(raw) }
+        let text = String(cString: raw)
+            .split(separator: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        // Keep the messages in order but drop repeats (libvips often reports one cause twice).
+        var seen = Set<String>()
+        let unique = text.filter { seen.insert($0).inserted }
+        return VipsError(operation: operation, message: unique.joined(separator: "; "))
+    }
+
+    /// Clears whatever earlier calls (or successful decodes of damaged files) left behind.
+    static func clearError() {
+        if let raw = snap_error_take() { snap_free(raw) }
+    }
+}
+
+private final class StartState: @unchecked Sendable {
+    private let lock = NSLock()
+    private var started = false
+
+    func start(threads: Int) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        if started { return }
+        if snap_init(CommandLine.arguments.first ?? "snapthumb", Int32(threads)) != 0 {
+            throw Vips.takeError("vips_init")
+        }
+        started = true
+    }
+}
