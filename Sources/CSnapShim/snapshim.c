@@ -166,8 +166,14 @@ snap_icc_to_srgb(VipsImage *in, VipsImage **out, const char *input_profile, int 
 int snap_colourspace_srgb(VipsImage *in, VipsImage **out)
 { return vips_colourspace(in, out, VIPS_INTERPRETATION_sRGB, NULL); }
 
-int snap_cast_uchar(VipsImage *in, VipsImage **out)
-{ return vips_cast(in, out, VIPS_FORMAT_UCHAR, NULL); }
+int snap_cast(VipsImage *in, VipsImage **out, int format)
+{ return vips_cast(in, out, (VipsBandFormat) format, NULL); }
+
+int snap_linear1(VipsImage *in, VipsImage **out, double a, double b)
+{ return vips_linear1(in, out, a, b, NULL); }
+
+int snap_bandjoin2(VipsImage *a, VipsImage *b, VipsImage **out)
+{ return vips_bandjoin2(a, b, out, NULL); }
 
 int
 snap_flatten(VipsImage *in, VipsImage **out, double r, double g, double b)

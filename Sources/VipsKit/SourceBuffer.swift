@@ -16,6 +16,18 @@ public final class SourceBuffer: @unchecked Sendable {
         _ = target.initializeMemory(as: UInt8.self, from: bytes)
     }
 
+    /// Allocates `count` bytes and lets `fill` write them (e.g. straight from a file).
+    public init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        self.count = count
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        do {
+            try fill(UnsafeMutableRawBufferPointer(start: base, count: count))
+        } catch {
+            base.deallocate()
+            throw error
+        }
+    }
+
     /// Reads the bytes with a closure; the pointer is valid only inside it.
     public func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         try body(UnsafeRawBufferPointer(start: base, count: count))

@@ -6,6 +6,11 @@ public enum Interpretation: Sendable, Equatable {
     case srgb, rgb16, bw, grey16, cmyk, other(Int)
 }
 
+/// Band formats SnapThumb meets.
+public enum BandFormat: Sendable, Equatable {
+    case uchar, ushort, float, other
+}
+
 /// How `VImage.thumbnail` picks the square out of a non-square image.
 public enum CropMode: String, Sendable, CaseIterable, Codable {
     /// The centre of the image.
@@ -89,8 +94,17 @@ public final class VImage: @unchecked Sendable {
     public var height: Int { Int(vips_image_get_height(pointer)) }
     public var bands: Int { Int(vips_image_get_bands(pointer)) }
     public var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+    /// The band format.
+    public var format: BandFormat {
+        switch vips_image_get_format(pointer) {
+        case VIPS_FORMAT_UCHAR: return .uchar
+        case VIPS_FORMAT_USHORT: return .ushort
+        case VIPS_FORMAT_FLOAT: return .float
+        default: return .other
+        }
+    }
     /// True for 8-bit unsigned bands.
-    public var isUChar: Bool { vips_image_get_format(pointer) == VIPS_FORMAT_UCHAR }
+    public var isUChar: Bool { format == .uchar }
 
     public var interpretation: Interpretation {
         let raw = vips_image_get_interpretation(pointer)
@@ -154,7 +168,23 @@ public final class VImage: @unchecked Sendable {
         try op("icc_transform") { snap_icc_to_srgb($0, &$1, inputProfile, embedded ? 1 : 0) }
     }
     public func colourspaceSRGB() throws -> VImage { try op("colourspace") { snap_colourspace_srgb($0, &$1) } }
-    public func castUChar() throws -> VImage { try op("cast") { snap_cast_uchar($0, &$1) } }
+    public func castUChar() throws -> VImage { try cast(to: .uchar) }
+    /// Converts the band format, clipping (no rescaling).
+    public func cast(to format: BandFormat) throws -> VImage {
+        let raw: VipsBandFormat
+        switch format {
+        case .uchar: raw = VIPS_FORMAT_UCHAR
+        case .ushort: raw = VIPS_FORMAT_USHORT
+        case .float, .other: raw = VIPS_FORMAT_FLOAT
+        }
+        return try op("cast") { snap_cast($0, &$1, Int32(raw.rawValue)) }
+    }
+    /// `self * a + b`, per pixel (the result is float).
+    public func linear(_ a: Double, _ b: Double) throws -> VImage { try op("linear") { snap_linear1($0, &$1, a, b) } }
+    /// The bands of `self` followed by those of `other`.
+    public func joined(with other: VImage) throws -> VImage {
+        try op("bandjoin") { snap_bandjoin2($0, other.pointer, &$1) }
+    }
     public func flattened(red: Double, green: Double, blue: Double) throws -> VImage {
         try op("flatten") { snap_flatten($0, &$1, red, green, blue) }
     }

@@ -59,7 +59,9 @@ int snap_extract_area(VipsImage *in, VipsImage **out, int left, int top, int wid
 /* Colour. */
 int snap_icc_to_srgb(VipsImage *in, VipsImage **out, const char *input_profile, int embedded);
 int snap_colourspace_srgb(VipsImage *in, VipsImage **out);
-int snap_cast_uchar(VipsImage *in, VipsImage **out);
+int snap_cast(VipsImage *in, VipsImage **out, int format);
+int snap_linear1(VipsImage *in, VipsImage **out, double a, double b);
+int snap_bandjoin2(VipsImage *a, VipsImage *b, VipsImage **out);
 int snap_flatten(VipsImage *in, VipsImage **out, double r, double g, double b);
 int snap_premultiply(VipsImage *in, VipsImage **out);
 int snap_unpremultiply(VipsImage *in, VipsImage **out);

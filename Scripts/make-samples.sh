@@ -1,0 +1,795 @@
+#!/usr/bin/env bash
+# Regenerates every file under Samples/ from nothing: synthetic scenes drawn with
+# numpy (fixed seeds), encoded with libvips, tagged with exiftool, plus a few
+# hand-built broken files. Nothing is downloaded and no third-party image or
+# profile is copied, so the whole Samples/ tree is CC0.
+#
+#   Scripts/make-samples.sh          # from the repository root (any cwd works)
+#
+# Needs: vips/vipsheader/vipsthumbnail (libvips-tools, with HEIF save), exiftool,
+# ImageMagick's convert (animated GIF only), python3 with numpy. Missing tools
+# are installed (apt-get / pip). Output is deterministic for a given toolchain:
+# running the script twice gives byte-identical files.
+#
+# The end of the script checks the outputs: the orientation set must display as
+# upright.png after `vips autorot` and after vipsthumbnail, every file must
+# have the format, size, profile and tags it is meant to have.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/Samples
+
+# ---------------------------------------------------------------- dependencies
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+need_apt() { # need_apt COMMAND PACKAGE
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "installing $2 (for $1)" >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+need_apt vips libvips-tools
+need_apt vipsheader libvips-tools
+need_apt vipsthumbnail libvips-tools
+need_apt exiftool libimage-exiftool-perl
+need_apt convert imagemagick
+need_apt python3 python3
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+    echo "installing numpy" >&2
+    python3 -m pip install --quiet numpy || as_root apt-get install -y -qq python3-numpy >/dev/null
+fi
+case "$(vips -l)" in *heifsave*) ;; *) echo "libvips has no heifsave (libheif with an HEVC encoder is needed)" >&2; exit 1;; esac
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+rm -rf "$OUT/orientation" "$OUT/snaps" "$OUT/bad"
+mkdir -p "$OUT/orientation" "$OUT/snaps" "$OUT/bad"
+
+# ------------------------------------------------------------------ generator
+# gen.py scenes DIR      -> synthetic pictures as PPM/PGM (+ a hand-made ICC profile)
+# gen.py bad DIR SRC...  -> broken files derived from valid JPEGs / written by hand
+cat >"$T/gen.py" <<'PY'
+import math, os, struct, sys, zlib
+import numpy as np
+
+# ---------- tiny raster helpers (all shapes anti-aliased by exact/approximate coverage)
+
+def smoothstep(e0, e1, x):
+    t = np.clip((x - e0) / (e1 - e0), 0.0, 1.0)
+    return t * t * (3 - 2 * t)
+
+def value_noise2(h, w, cells_y, cells_x, rng, octaves=4, persistence=0.5):
+    """Fractal value noise in [0,1], shape (h,w)."""
+    out = np.zeros((h, w)); amp = 1.0; total = 0.0
+    for o in range(octaves):
+        cy, cx = max(1, int(cells_y * 2 ** o)), max(1, int(cells_x * 2 ** o))
+        grid = rng.random((cy + 2, cx + 2))
+        y = np.linspace(0, cy, h, endpoint=False); x = np.linspace(0, cx, w, endpoint=False)
+        y0 = y.astype(int); x0 = x.astype(int)
+        fy = y - y0; fx = x - x0
+        fy = (fy * fy * (3 - 2 * fy))[:, None]; fx = (fx * fx * (3 - 2 * fx))[None, :]
+        g0 = grid[y0]; g1 = grid[y0 + 1]
+        top = g0[:, x0] * (1 - fx) + g0[:, x0 + 1] * fx
+        bot = g1[:, x0] * (1 - fx) + g1[:, x0 + 1] * fx
+        out += amp * (top * (1 - fy) + bot * fy)
+        total += amp; amp *= persistence
+    return out / total
+
+def value_noise1(n, cells, rng, octaves=4):
+    out = np.zeros(n); amp = 1.0; total = 0.0
+    for o in range(octaves):
+        c = max(1, int(cells * 2 ** o))
+        grid = rng.random(c + 2)
+        x = np.linspace(0, c, n, endpoint=False); x0 = x.astype(int); f = x - x0
+        f = f * f * (3 - 2 * f)
+        out += amp * (grid[x0] * (1 - f) + grid[x0 + 1] * f)
+        total += amp; amp *= 0.5
+    return out / total
+
+class Canvas:
+    def __init__(self, w, h, channels=3):
+        self.w, self.h = w, h
+        self.img = np.zeros((h, w, channels))
+
+    def _window(self, x0, y0, x1, y1):
+        X0 = max(0, int(math.floor(x0)) - 1); Y0 = max(0, int(math.floor(y0)) - 1)
+        X1 = min(self.w, int(math.ceil(x1)) + 1); Y1 = min(self.h, int(math.ceil(y1)) + 1)
+        return X0, Y0, max(X0, X1), max(Y0, Y1)
+
+    def blend(self, cov, colour, window=None, opacity=1.0):
+        X0, Y0, X1, Y1 = window or (0, 0, self.w, self.h)
+        if X1 <= X0 or Y1 <= Y0:
+            return
+        a = (np.clip(cov, 0, 1) * opacity)[..., None]
+        col = np.asarray(colour, float)
+        if col.ndim == 1:
+            col = col[None, None, :]
+        region = self.img[Y0:Y1, X0:X1]
+        self.img[Y0:Y1, X0:X1] = region * (1 - a) + col * a
+
+    def rect(self, x0, y0, x1, y1, colour, opacity=1.0):
+        X0, Y0, X1, Y1 = self._window(x0, y0, x1, y1)
+        xs = np.arange(X0, X1, dtype=float); ys = np.arange(Y0, Y1, dtype=float)
+        cx = np.clip(np.minimum(xs + 1, x1) - np.maximum(xs, x0), 0, 1)
+        cy = np.clip(np.minimum(ys + 1, y1) - np.maximum(ys, y0), 0, 1)
+        self.blend(cy[:, None] * cx[None, :], colour, (X0, Y0, X1, Y1), opacity)
+
+    def circle(self, cx, cy, r, colour, opacity=1.0):
+        X0, Y0, X1, Y1 = self._window(cx - r, cy - r, cx + r, cy + r)
+        yy, xx = np.mgrid[Y0:Y1, X0:X1] + 0.5
+        d = np.hypot(xx - cx, yy - cy)
+        self.blend(np.clip(r - d + 0.5, 0, 1), colour, (X0, Y0, X1, Y1), opacity)
+
+    def polygon(self, pts, colour, opacity=1.0):
+        """Convex polygon, any winding."""
+        pts = [(float(x), float(y)) for x, y in pts]
+        xs_, ys_ = zip(*pts)
+        X0, Y0, X1, Y1 = self._window(min(xs_), min(ys_), max(xs_), max(ys_))
+        yy, xx = np.mgrid[Y0:Y1, X0:X1] + 0.5
+        area = sum(pts[i][0] * pts[(i + 1) % len(pts)][1] - pts[(i + 1) % len(pts)][0] * pts[i][1]
+                   for i in range(len(pts)))
+        sign = 1.0 if area > 0 else -1.0
+        sd = np.full(xx.shape, -1e9)
+        for i in range(len(pts)):
+            (ax, ay), (bx, by) = pts[i], pts[(i + 1) % len(pts)]
+            ex, ey = bx - ax, by - ay
+            L = math.hypot(ex, ey)
+            # outward distance for a counter-clockwise (area>0 in y-down coords) polygon
+            dist = sign * ((xx - ax) * ey - (yy - ay) * ex) / L
+            sd = np.maximum(sd, dist)
+        self.blend(np.clip(0.5 - sd, 0, 1), colour, (X0, Y0, X1, Y1), opacity)
+
+# 5x7 block glyphs
+GLYPHS = {
+    "T": ["11111", "00100", "00100", "00100", "00100", "00100", "00100"],
+    "O": ["01110", "10001", "10001", "10001", "10001", "10001", "01110"],
+    "P": ["11110", "10001", "10001", "11110", "10000", "10000", "10000"],
+    "1": ["00100", "01100", "00100", "00100", "00100", "00100", "01110"],
+    "2": ["01110", "10001", "00001", "00010", "00100", "01000", "11111"],
+    "3": ["11110", "00001", "00001", "01110", "00001", "00001", "11110"],
+}
+
+def text(c, s, x, y, cell, colour, shadow=(0.05, 0.05, 0.08)):
+    for pass_, col, off in ((0, shadow, cell * 0.35), (1, colour, 0.0)):
+        cx = x
+        for ch in s:
+            rows = GLYPHS[ch]
+            for j, row in enumerate(rows):
+                for i, bit in enumerate(row):
+                    if bit == "1":
+                        c.rect(cx + i * cell + off, y + j * cell + off,
+                               cx + (i + 1) * cell + off, y + (j + 1) * cell + off, col)
+            cx += 6.5 * cell
+
+def text_width(s, cell):
+    return (len(s) * 6.5 - 1.5) * cell
+
+# ---------- the scene
+
+def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=None):
+    """A photo-like landscape in sRGB floats [0,1], shape (h,w,3).
+
+    Asymmetric on purpose: a big red block in the top-left corner, a blue/white
+    checker in the top-right corner, the word TOP near the top edge, the sun
+    right of centre, a house on the left."""
+    rng = np.random.default_rng(seed)
+    s = min(w, h)
+    c = Canvas(w, h)
+    yy = (np.arange(h) + 0.5)[:, None]; xx = (np.arange(w) + 0.5)[None, :]
+
+    # sky
+    t = np.clip(yy / (0.64 * h), 0, 1) ** 0.8
+    top = np.array([0.10, 0.30, 0.68]); hor = np.array([0.80, 0.88, 0.95])
+    c.img[:] = (top * (1 - t[..., None]) + hor * t[..., None])
+    sun_x, sun_y, sun_r = 0.66 * w, 0.25 * h, 0.065 * s
+    if frame is not None:
+        sun_y += frame * 0.05 * h
+    d = np.hypot(xx - sun_x, yy - sun_y)
+    c.img += np.array([1.0, 0.80, 0.45]) * (0.35 * np.exp(-d / (0.22 * s)))[..., None]
+
+    # clouds
+    n = value_noise2(h, w, 3, max(2, round(5 * w / h)), rng, octaves=5)
+    cov = smoothstep(0.55, 0.72, n) * (1 - smoothstep(0.30 * h, 0.58 * h, yy))
+    shade = value_noise2(h, w, 6, max(2, round(10 * w / h)), rng, octaves=3)
+    cloud = np.stack([0.96 - 0.18 * shade, 0.96 - 0.16 * shade, 0.98 - 0.10 * shade], axis=-1)
+    c.blend(cov * 0.9, cloud)
+    c.circle(sun_x, sun_y, sun_r, (1.0, 0.95, 0.72))
+
+    # balloons and a kite (coloured shapes)
+    dx = 0 if frame is None else frame * 0.06 * w
+    for bx, by, r, col in ((0.29, 0.34, 0.040, (0.90, 0.10, 0.15)),
+                           (0.35, 0.40, 0.033, (0.10, 0.72, 0.22)),
+                           (0.25, 0.45, 0.030, (0.15, 0.30, 0.92))):
+        X, Y, R = bx * w + dx, by * h, r * s
+        c.rect(X - 0.002 * s, Y + R, X + 0.002 * s, Y + R + 0.12 * s, (0.25, 0.25, 0.25))
+        c.circle(X, Y, R, col)
+        c.circle(X - 0.35 * R, Y - 0.35 * R, 0.25 * R, (1, 1, 1), opacity=0.45)
+    kx, ky, kr = 0.84 * w, 0.42 * h, 0.05 * s
+    c.polygon([(kx, ky - kr), (kx + 0.7 * kr, ky), (kx, ky + 1.4 * kr), (kx - 0.7 * kr, ky)], (1.0, 0.55, 0.05))
+    c.polygon([(kx, ky - kr), (kx + 0.7 * kr, ky), (kx, ky)], (0.85, 0.15, 0.55))
+    c.rect(kx - 0.0015 * s, ky + 1.4 * kr, kx + 0.0015 * s, ky + 3.2 * kr, (0.3, 0.3, 0.3))
+
+    # far hills, hazy
+    x1 = np.arange(w) + 0.5
+    ridge1 = h * (0.56 + 0.035 * np.sin(2 * np.pi * x1 / w * 1.3 + 0.7)
+                  + 0.06 * (value_noise1(w, 4, rng) - 0.5))
+    tex = value_noise2(h, w, 12, max(2, round(12 * w / h)), rng, octaves=4)
+    far = np.stack([0.40 + 0.05 * tex, 0.53 + 0.06 * tex, 0.58 + 0.04 * tex], axis=-1)
+    c.blend(np.clip(yy - ridge1[None, :] + 0.5, 0, 1), far)
+
+    # near hills, grassy, with texture and darkening towards the bottom
+    ridge2 = h * (0.68 + 0.045 * np.sin(2 * np.pi * x1 / w * 0.8 + 2.1)
+                  + 0.05 * (value_noise1(w, 6, rng) - 0.5))
+    grass_tex = value_noise2(h, w, 30, max(2, round(30 * w / h)), rng, octaves=4)
+    depth = np.clip((yy - ridge2[None, :]) / h, 0, 1)
+    k = (0.80 + 0.45 * texture * (grass_tex - 0.5)) * (1 - 0.9 * depth)
+    grass = np.stack([0.28 * k, 0.58 * k, 0.16 * k], axis=-1)
+    c.blend(np.clip(yy - ridge2[None, :] + 0.5, 0, 1), grass)
+
+    # a winding path from the bottom to the horizon
+    base = ridge2.min()
+    v = np.clip((yy - base) / (h - base), 0, 1)
+    centre = w * (0.62 + 0.07 * np.sin(v * 5.0))
+    half = w * (0.004 + 0.10 * v ** 1.4)
+    path_cov = np.clip(half - np.abs(xx - centre) + 0.5, 0, 1) * (yy > ridge2[None, :] + 2)
+    path = np.stack([0.74 + 0.10 * grass_tex, 0.64 + 0.09 * grass_tex, 0.48 + 0.08 * grass_tex], axis=-1)
+    c.blend(path_cov * (0.35 + 0.65 * v), path)
+
+    # house on the left
+    hx = 0.14 * w; hw = 0.16 * s
+    gy = ridge2[int(min(w - 1, hx + hw / 2))] + 0.03 * h
+    wh = 0.12 * s
+    c.rect(hx + 0.10 * hw, gy - wh - 0.22 * hw, hx + 0.22 * hw, gy - wh + 0.05 * hw, (0.45, 0.25, 0.20))
+    c.rect(hx, gy - wh, hx + hw, gy, (0.90, 0.84, 0.68))
+    c.polygon([(hx - 0.08 * hw, gy - wh + 1), (hx + hw / 2, gy - wh - 0.55 * hw), (hx + 1.08 * hw, gy - wh + 1)], (0.72, 0.14, 0.10))
+    c.rect(hx + 0.62 * hw, gy - 0.55 * wh, hx + 0.82 * hw, gy, (0.35, 0.20, 0.12))
+    c.rect(hx + 0.15 * hw, gy - 0.75 * wh, hx + 0.42 * hw, gy - 0.40 * wh, (0.55, 0.75, 0.95))
+    c.rect(hx + 0.275 * hw, gy - 0.75 * wh, hx + 0.295 * hw, gy - 0.40 * wh, (0.95, 0.95, 0.95))
+
+    # trees
+    for fx, size in ((0.42, 1.0), (0.48, 0.8), (0.86, 1.2), (0.93, 0.9)):
+        tx = fx * w; r = 0.045 * s * size
+        ty = ridge2[int(min(w - 1, tx))] + 0.02 * h
+        c.rect(tx - 0.18 * r, ty - 1.6 * r, tx + 0.18 * r, ty, (0.36, 0.24, 0.14))
+        c.circle(tx, ty - 1.9 * r, r, (0.10, 0.33, 0.12))
+        c.circle(tx - 0.45 * r, ty - 1.6 * r, 0.7 * r, (0.12, 0.38, 0.13))
+        c.circle(tx + 0.25 * r, ty - 2.3 * r, 0.55 * r, (0.16, 0.45, 0.16))
+
+    # flowers in the foreground
+    n_fl = int(90 * w * h / 480000) + 12
+    cols = [(0.95, 0.85, 0.10), (0.90, 0.20, 0.55), (0.98, 0.98, 0.98), (0.60, 0.25, 0.85)]
+    for i in range(n_fl):
+        fx = rng.random() * w
+        fy = ridge2[int(fx)] + 0.02 * h + rng.random() * (h - ridge2[int(fx)])
+        r = (0.003 + 0.006 * (fy / h) ** 2) * s
+        c.circle(fx, fy, max(r, 0.8), cols[i % 4])
+
+    # colour saturation and a gentle vignette
+    lum = c.img @ np.array([0.2126, 0.7152, 0.0722])
+    c.img = lum[..., None] + (c.img - lum[..., None]) * sat
+    r2 = ((xx - w / 2) / (w / 2)) ** 2 + ((yy - h / 2) / (h / 2)) ** 2
+    c.img *= (1 - 0.10 * r2)[..., None]
+
+    if markers:
+        # big red block, top-left corner (wider than tall)
+        c.rect(0, 0, 0.22 * w, 0.18 * h, (0.86, 0.07, 0.07))
+        c.rect(0.22 * w - 0.012 * s, 0, 0.22 * w, 0.18 * h, (0.45, 0.02, 0.02))
+        c.rect(0, 0.18 * h - 0.012 * s, 0.22 * w, 0.18 * h, (0.45, 0.02, 0.02))
+        # blue/white checker, top-right corner
+        m = 0.14 * s; mx = w - m - 0.03 * s; my = 0.03 * s
+        c.rect(mx - 0.01 * s, my - 0.01 * s, mx + m + 0.01 * s, my + m + 0.01 * s, (0.05, 0.05, 0.10))
+        for j in range(4):
+            for i in range(4):
+                col = (0.10, 0.25, 0.90) if (i + j) % 2 == 0 else (0.97, 0.97, 0.97)
+                c.rect(mx + i * m / 4, my + j * m / 4, mx + (i + 1) * m / 4, my + (j + 1) * m / 4, col)
+        # TOP, near the top edge, centred
+        cell = 0.016 * s
+        text(c, "TOP", w / 2 - text_width("TOP", cell) / 2, 0.035 * h, cell, (1.0, 1.0, 1.0))
+    if frame is not None:
+        cell = 0.05 * s
+        text(c, str(frame + 1), w - 6 * cell, h - 8.5 * cell, cell, (1.0, 0.95, 0.2))
+
+    if grain > 0:
+        c.img += rng.normal(0, grain, (h, w, 1))
+    return np.clip(c.img, 0, 1)
+
+# ---------- writers
+
+def to8(a):
+    return (np.clip(a, 0, 1) * 255 + 0.5).astype(np.uint8)
+
+def to16(a):
+    return (np.clip(a, 0, 1) * 65535 + 0.5).astype(">u2")
+
+def write_pnm(path, a):
+    a = np.ascontiguousarray(a)
+    h, w = a.shape[:2]
+    magic = "P6" if a.ndim == 3 else "P5"
+    maxval = 65535 if a.dtype.itemsize == 2 else 255
+    with open(path, "wb") as f:
+        f.write(f"{magic}\n{w} {h}\n{maxval}\n".encode())
+        f.write(a.tobytes())
+
+def inverse_orientation(a, n):
+    """Stored pixels for EXIF orientation n, so that applying n shows `a`."""
+    return {
+        1: lambda a: a,
+        2: lambda a: a[:, ::-1],                      # mirror horizontal (self-inverse)
+        3: lambda a: a[::-1, ::-1],                   # rotate 180 (self-inverse)
+        4: lambda a: a[::-1, :],                      # mirror vertical (self-inverse)
+        5: lambda a: a.transpose(1, 0, 2),            # transpose (self-inverse)
+        6: lambda a: np.rot90(a, 1),                  # viewer turns 90 CW, so store 90 CCW
+        7: lambda a: a[::-1, ::-1].transpose(1, 0, 2),  # transverse (self-inverse)
+        8: lambda a: np.rot90(a, -1),                 # viewer turns 90 CCW, so store 90 CW
+    }[n](a)
+
+def swatches(cell=72, border=6):
+    """Pure primaries and secondaries; meant to be pasted after a transform to a
+    wide-gamut space, so they lie outside sRGB."""
+    cols = [(1, 0, 0), (1, 1, 0), (0, 1, 0), (0, 1, 1), (0, 0, 1), (1, 0, 1)]
+    w = len(cols) * cell + (len(cols) + 1) * border
+    a = np.ones((cell + 2 * border, w, 3))
+    for i, col in enumerate(cols):
+        x0 = border + i * (cell + border)
+        a[border:border + cell, x0:x0 + cell] = col
+    return a
+
+def a98_compatible_icc():
+    """A minimal ICC v2.1 matrix/TRC display profile with the published Adobe RGB
+    (1998) primaries, D65 white and gamma 563/256, Bradford-adapted to D50.
+    Built from the numbers in the specification, so it carries no third-party
+    copyright; released CC0 with the samples."""
+    def xy2XYZ(x, y):
+        return np.array([x / y, 1.0, (1 - x - y) / y])
+    prim = np.array([xy2XYZ(0.64, 0.33), xy2XYZ(0.21, 0.71), xy2XYZ(0.15, 0.06)]).T
+    white = xy2XYZ(0.3127, 0.3290)
+    S = np.linalg.solve(prim, white)
+    M = prim * S  # RGB->XYZ (D65), columns are colorants
+    brad = np.array([[0.8951, 0.2664, -0.1614], [-0.7502, 1.7135, 0.0367], [0.0389, -0.0685, 1.0296]])
+    d50 = np.array([0.9642, 1.0, 0.8249])
+    cone = np.diag((brad @ d50) / (brad @ white))
+    A = np.linalg.inv(brad) @ cone @ brad
+    Md50 = A @ M
+
+    def s15(v):
+        return struct.pack(">i", int(round(v * 65536)))
+    def xyz_tag(v):
+        return b"XYZ " + b"\0" * 4 + b"".join(s15(x) for x in v)
+    def text_tag(s):
+        return b"text" + b"\0" * 4 + s.encode("ascii") + b"\0"
+    def desc_tag(s):
+        b = s.encode("ascii") + b"\0"
+        return (b"desc" + b"\0" * 4 + struct.pack(">I", len(b)) + b + struct.pack(">II", 0, 0)
+                + struct.pack(">HB", 0, 0) + b"\0" * 67)
+    curv = b"curv" + b"\0" * 4 + struct.pack(">IH", 1, 563) + b"\0\0"
+    tags = [
+        (b"desc", desc_tag("A98-compatible RGB (SnapThumb, CC0)")),
+        (b"cprt", text_tag("CC0 - generated by SnapThumb Scripts/make-samples.sh")),
+        (b"wtpt", xyz_tag(white)),
+        (b"rXYZ", xyz_tag(Md50[:, 0])), (b"gXYZ", xyz_tag(Md50[:, 1])), (b"bXYZ", xyz_tag(Md50[:, 2])),
+        (b"rTRC", curv), (b"gTRC", curv), (b"bTRC", curv),
+    ]
+    table_size = 4 + 12 * len(tags)
+    offset = 128 + table_size
+    table = struct.pack(">I", len(tags)); data = b""; seen = {}
+    for sig, body in tags:
+        if body in seen:
+            off = seen[body]
+        else:
+            while (offset + len(data)) % 4:
+                data += b"\0"
+            off = offset + len(data); seen[body] = off; data += body
+        table += sig + struct.pack(">II", off, len(body))
+    while len(data) % 4:
+        data += b"\0"
+    size = 128 + table_size + len(data)
+    header = (struct.pack(">I", size) + b"lcms" + struct.pack(">I", 0x02100000) + b"mntrRGB XYZ "
+              + struct.pack(">6H", 2024, 1, 1, 0, 0, 0) + b"acsp" + b"\0" * 4 + struct.pack(">I", 0)
+              + b"\0" * 4 + b"\0" * 4 + b"\0" * 8 + struct.pack(">I", 0)
+              + s15(0.9642) + s15(1.0) + s15(0.8249) + b"\0" * 4)
+    header += b"\0" * (128 - len(header))
+    return header + table + data
+
+def cmd_scenes(d):
+    up = scene(600, 400, seed=1)
+    write_pnm(f"{d}/upright.ppm", to8(up))
+    u8 = to8(up)
+    for n in range(1, 9):
+        write_pnm(f"{d}/orient-{n}.ppm", inverse_orientation(u8, n))
+    write_pnm(f"{d}/portrait.ppm", to8(scene(1080, 1440, seed=2)))
+    write_pnm(f"{d}/rotated.ppm", inverse_orientation(to8(scene(1080, 1440, seed=3)), 6))
+    write_pnm(f"{d}/gps.ppm", to8(scene(1080, 1440, seed=4)))
+    write_pnm(f"{d}/p3.ppm", to8(scene(1024, 768, seed=5, sat=1.35)))
+    write_pnm(f"{d}/a98.ppm", to8(scene(1024, 768, seed=6, sat=1.35)))
+    write_pnm(f"{d}/swatches.ppm", to8(swatches()))
+    write_pnm(f"{d}/cmyk.ppm", to8(scene(800, 600, seed=7)))
+    write_pnm(f"{d}/heic.ppm", to8(scene(1512, 2016, seed=8, sat=1.25, grain=0.006)))
+    write_pnm(f"{d}/sixteen.ppm", to16(scene(600, 800, seed=9, grain=0.0, texture=0.35)))
+    write_pnm(f"{d}/webp.ppm", to8(scene(1200, 900, seed=10)))
+    for k in range(3):
+        write_pnm(f"{d}/frame{k}.ppm", to8(scene(200, 200, seed=11, grain=0.0, frame=k)))
+    write_pnm(f"{d}/tiny-src.ppm", to8(scene(320, 240, seed=12, grain=0.0)))
+    write_pnm(f"{d}/grey.ppm", to8(scene(800, 600, seed=13)))
+    write_pnm(f"{d}/bad-src.ppm", to8(scene(800, 600, seed=14)))
+    write_pnm(f"{d}/small.ppm", to8(scene(64, 48, seed=15, grain=0.0)))
+    write_pnm(f"{d}/tiff.ppm", to8(scene(160, 120, seed=16, grain=0.0)))
+    sticker(d)
+    with open(f"{d}/a98.icc", "wb") as f:
+        f.write(a98_compatible_icc())
+
+def sticker(d):
+    """RGBA sticker: opaque badge with a white rim, a soft half-transparent shadow,
+    and fully transparent surroundings whose hidden RGB is magenta, so a resize
+    that does not premultiply shows magenta fringes."""
+    w = h = 400
+    col = Canvas(w, h); alpha = Canvas(w, h, channels=1)
+    col.img[:] = (1.0, 0.0, 1.0)
+    cx, cy, R = 190, 185, 150
+    # shadow: colour black, alpha 0.45 fading out
+    yy, xx = np.mgrid[0:h, 0:w] + 0.5
+    dsh = np.hypot(xx - cx - 14, yy - cy - 16)
+    sh = 0.45 * np.clip((R + 14 - dsh) / 22, 0, 1)
+    col.img = col.img * (1 - (sh > 0)[..., None]) + 0.0 * (sh > 0)[..., None]
+    alpha.img[..., 0] = sh
+    # rim and badge (opaque)
+    for r, rgb in ((R, (1, 1, 1)), (R - 12, (0.98, 0.55, 0.10))):
+        col.circle(cx, cy, r, rgb); alpha.circle(cx, cy, r, (1.0,))
+    col.circle(cx, cy, R - 40, (1.0, 0.80, 0.20))
+    # red square (upper left of the badge) and TOP
+    col.rect(cx - 95, cy - 95, cx - 45, cy - 45, (0.85, 0.05, 0.05))
+    text(col, "TOP", cx - text_width("TOP", 7) / 2, cy - 25, 7, (0.15, 0.10, 0.40), shadow=(1, 1, 1))
+    col.circle(cx + 60, cy + 70, 18, (0.10, 0.30, 0.90))
+    rgb = col.img
+    # where the alpha is zero the colour must stay magenta
+    rgb[alpha.img[..., 0] <= 0] = (1.0, 0.0, 1.0)
+    write_pnm(f"{d}/sticker-rgb.ppm", to8(rgb))
+    write_pnm(f"{d}/sticker-a.pgm", to8(alpha.img[..., 0]))
+
+# ---------- broken files
+
+def jpeg_segments(b):
+    """(marker, start, length) for every marker segment up to SOS; then the scan."""
+    assert b[:2] == b"\xff\xd8"
+    i = 2; out = []
+    while i < len(b):
+        assert b[i] == 0xFF, f"bad marker at {i}"
+        m = b[i + 1]
+        if m == 0xFF:
+            i += 1; continue
+        L = struct.unpack(">H", b[i + 2:i + 4])[0]
+        out.append((m, i, L))
+        if m == 0xDA:
+            break
+        i += 2 + L
+    return out
+
+def cmd_bad(d, src_jpeg, small_jpeg):
+    b = open(src_jpeg, "rb").read()
+    # truncated: first half of the bytes
+    open(f"{d}/truncated.jpg", "wb").write(b[: len(b) // 2])
+    # corrupt: 1.5 KB of pseudo-random garbage in the middle of the entropy-coded data
+    segs = jpeg_segments(b)
+    m, start, L = segs[-1]
+    scan0 = start + 2 + L
+    scan1 = b.rindex(b"\xff\xd9")
+    mid = (scan0 + scan1) // 2
+    rng = np.random.default_rng(1234)
+    junk = rng.integers(0, 256, 1536, dtype=np.uint8).tobytes()
+    cb = bytearray(b); cb[mid:mid + len(junk)] = junk
+    open(f"{d}/corrupt.jpg", "wb").write(bytes(cb))
+    # bomb.jpg: SOF0 claims 60000x60000
+    s = bytearray(open(small_jpeg, "rb").read())
+    sof = [x for x in jpeg_segments(bytes(s)) if x[0] == 0xC0]
+    assert len(sof) == 1, "expected one baseline SOF0"
+    _, start, _ = sof[0]
+    # FF C0 Lh Ll P Yh Yl Xh Xl
+    s[start + 5:start + 7] = struct.pack(">H", 60000)
+    s[start + 7:start + 9] = struct.pack(">H", 60000)
+    open(f"{d}/bomb.jpg", "wb").write(bytes(s))
+    # bomb.png: IHDR 60000x60000 8-bit grey; IDAT holds only the first 256 rows (zeros),
+    # flushed but not finished, so the file is small while the header promises 3.6 Gpx.
+    def chunk(t, data):
+        return struct.pack(">I", len(data)) + t + data + struct.pack(">I", zlib.crc32(t + data) & 0xFFFFFFFF)
+    W = H = 60000
+    z = zlib.compressobj(9)
+    row = b"\0" * (W + 1)
+    idat = b"".join(z.compress(row) for _ in range(256)) + z.flush(zlib.Z_SYNC_FLUSH)
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 8, 0, 0, 0, 0))
+           + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+    open(f"{d}/bomb.png", "wb").write(png)
+    # document.pdf: one page, a red square and a line of text, correct xref
+    content = (b"1 0 0 rg 20 20 60 60 re f\n"
+               b"BT /F1 14 Tf 95 45 Td (SnapThumb sample PDF) Tj ET\n")
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"endstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    pdf = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"; offs = []
+    for i, o in enumerate(objs, 1):
+        offs.append(len(pdf))
+        pdf += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n" % (len(objs) + 1) + b"0000000000 65535 f \n"
+    pdf += b"".join(b"%010d 00000 n \n" % o for o in offs)
+    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    open(f"{d}/document.pdf", "wb").write(pdf)
+    # vector.svg
+    open(f"{d}/vector.svg", "w").write(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80" viewBox="0 0 120 80">\n'
+        '  <rect width="120" height="80" fill="#87ceeb"/>\n'
+        '  <rect width="30" height="20" fill="#dc1414"/>\n'
+        '  <circle cx="80" cy="30" r="12" fill="#ffd83a"/>\n'
+        '  <path d="M0 80 L0 55 Q40 40 70 58 T120 50 L120 80 Z" fill="#3f8f2a"/>\n'
+        '  <text x="44" y="14" font-family="sans-serif" font-size="10" fill="#fff">TOP</text>\n'
+        '</svg>\n')
+    # not-an-image.jpg
+    open(f"{d}/not-an-image.jpg", "w").write(
+        "This is a plain text file with a .jpg name.\n"
+        "SnapThumb must sniff the bytes, not trust the extension, and refuse it.\n")
+    # empty.png
+    open(f"{d}/empty.png", "wb").close()
+
+if __name__ == "__main__":
+    if sys.argv[1] == "scenes":
+        cmd_scenes(sys.argv[2])
+    elif sys.argv[1] == "bad":
+        cmd_bad(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        raise SystemExit("usage: gen.py scenes DIR | bad DIR SRC.jpg SMALL.jpg")
+PY
+
+echo "drawing scenes..." >&2
+python3 "$T/gen.py" scenes "$T"
+
+# exiftool: edit in place, keep no _original copies
+ET() { exiftool -q -q -overwrite_original "$@"; }
+
+# ---------------------------------------------------------------- orientation
+O=$OUT/orientation
+vips copy "$T/upright.ppm" "$O/upright.png[compression=9]"
+for n in 1 2 3 4 5 6 7 8; do
+    vips copy "$T/orient-$n.ppm" "$O/orientation-$n.jpg[Q=90,optimize_coding]"
+    ET -Orientation#=$n "$O/orientation-$n.jpg"
+done
+
+# ---------------------------------------------------------------------- snaps
+S=$OUT/snaps
+camera=(-Make=Acme "-Model=Acme Phone 12" "-Software=SnapThumb make-samples.sh"
+        "-ExposureTime=1/250" -FNumber=1.8 -ISO=50 -FocalLength=4.2)
+
+vips copy "$T/portrait.ppm" "$S/phone-portrait.jpg[Q=80,optimize_coding]"
+ET "${camera[@]}" -Orientation#=1 "-DateTimeOriginal=2024:06:15 14:32:10" \
+   "-CreateDate=2024:06:15 14:32:10" "-OffsetTimeOriginal=+02:00" "$S/phone-portrait.jpg"
+
+vips copy "$T/rotated.ppm" "$S/phone-rotated.jpg[Q=80,optimize_coding]"
+ET "${camera[@]}" -Orientation#=6 "-DateTimeOriginal=2024:06:15 14:35:02" \
+   "-CreateDate=2024:06:15 14:35:02" "-OffsetTimeOriginal=+02:00" "$S/phone-rotated.jpg"
+
+vips copy "$T/gps.ppm" "$S/gps-tagged.jpg[Q=80,optimize_coding]"
+ET "${camera[@]}" -Orientation#=1 "-DateTimeOriginal=2024:06:16 09:05:44" \
+   -GPSLatitude=51.477928 -GPSLatitudeRef=N -GPSLongitude=0.001545 -GPSLongitudeRef=W \
+   -GPSAltitude=46 -GPSAltitudeRef=0 "-GPSDateStamp=2024:06:16" "-GPSTimeStamp=08:05:44" \
+   "-XMP-dc:Title=Sample with location" "-XMP-dc:Creator=SnapThumb samples" \
+   "-XMP-dc:Subject=sample" "-XMP-dc:Subject=privacy" "-XMP-dc:Subject=gps" \
+   "-XMP-exif:GPSLatitude=51.477928" "-XMP-exif:GPSLongitude=-0.001545" \
+   "-IPTC:Keywords=sample" "-IPTC:Keywords=privacy" "-IPTC:Keywords=gps" \
+   "-IPTC:City=Greenwich" "-IPTC:By-line=SnapThumb samples" \
+   "$S/gps-tagged.jpg"
+
+# Display P3: convert the sRGB scene, then paste pure P3 primaries (outside sRGB)
+vips icc_transform "$T/p3.ppm" "$T/p3.v" p3 --input-profile srgb
+vips insert "$T/p3.v" "$T/swatches.ppm" "$T/p3s.v" 24 664
+vips copy "$T/p3s.v" "$S/display-p3.jpg[Q=88,optimize_coding]"
+
+# Adobe RGB (1998)-compatible, with the profile generated above
+vips icc_transform "$T/a98.ppm" "$T/a98.v" "$T/a98.icc" --input-profile srgb
+vips insert "$T/a98.v" "$T/swatches.ppm" "$T/a98s.v" 24 664
+vips copy "$T/a98s.v" "$S/adobe-rgb.jpg[Q=88,optimize_coding]"
+
+# CMYK via libvips' built-in "cmyk" profile (public domain), then a copy without it
+vips icc_transform "$T/cmyk.ppm" "$S/cmyk-profile.jpg[Q=85,optimize_coding]" cmyk --input-profile srgb
+cp "$S/cmyk-profile.jpg" "$S/cmyk-noprofile.jpg"
+ET -ICC_Profile:all= "$S/cmyk-noprofile.jpg"
+
+# HEIC, Display P3 (libvips' built-in "p3" profile, CC0)
+vips icc_transform "$T/heic.ppm" "$T/heic.v" p3 --input-profile srgb
+vips heifsave "$T/heic.v" "$S/iphone.heic" --Q 45 --compression hevc
+
+# RGBA sticker
+vips bandjoin "$T/sticker-rgb.ppm $T/sticker-a.pgm" "$S/alpha.png[compression=9]"
+
+# 16-bit RGB
+vips copy "$T/sixteen.ppm" "$S/sixteen-bit.png[compression=9]"
+
+# WebP
+vips webpsave "$T/webp.ppm" "$S/landscape.webp" --Q 75
+
+# animated GIF, 3 frames, 0.5 s each, looping
+convert -delay 50 -loop 0 "$T/frame0.ppm" "$T/frame1.ppm" "$T/frame2.ppm" \
+    -dither None -colors 128 "$S/animated.gif"
+
+# tiny: 40x30
+vips resize "$T/tiny-src.ppm" "$S/tiny.png[compression=9]" 0.125
+
+# greyscale JPEG
+vips colourspace "$T/grey.ppm" "$T/grey.v" b-w
+vips copy "$T/grey.v" "$S/grey.jpg[Q=85,optimize_coding]"
+
+# ------------------------------------------------------------------------ bad
+B=$OUT/bad
+vips copy "$T/bad-src.ppm" "$T/bad-src.jpg[Q=85]"
+vips copy "$T/small.ppm" "$T/small.jpg[Q=75]"
+python3 "$T/gen.py" bad "$B" "$T/bad-src.jpg" "$T/small.jpg"
+vips tiffsave "$T/tiff.ppm" "$B/tiff-image.tif" --compression deflate
+
+# --------------------------------------------------------------------- README
+cat >"$OUT/README.md" <<'MD'
+# Sample images
+
+Every file here is synthetic: drawn from fixed seeds by
+[`Scripts/make-samples.sh`](../Scripts/make-samples.sh) (numpy for the pictures,
+libvips for encoding and colour conversion, exiftool for metadata, ImageMagick
+for the GIF) and released under **CC0 1.0** (public domain dedication). No
+photograph, third-party image or third-party ICC profile is included: the P3
+profile is libvips' built-in `p3` (sP3C, CC0), the CMYK profile is libvips'
+built-in `cmyk` ("Chemical proof", public domain, Graeme W. Gill), and the
+Adobe-RGB-compatible profile is generated by the script from the published
+primaries.
+
+Regenerate with `Scripts/make-samples.sh` from the repository root; for the
+same tool versions the output is byte-identical. The script ends with checks
+(orientation round trip, formats, profiles, tags) and fails if one does not hold.
+
+The pictures are deliberately asymmetric so that a rotation or mirror mistake
+shows up in a pixel comparison: a **red block in the top-left corner** (wider
+than tall), a **blue/white checker in the top-right corner**, the word
+**TOP** near the top edge, the sun right of centre and a house on the left.
+
+Expected outcome uses SnapThumb's error codes (`unsupported`, `too-large`,
+`corrupt`), with the default settings (`failOn: warning`, 100 Mpx limit).
+
+## orientation/
+
+| File | Covers | How it was made | Expected |
+|---|---|---|---|
+| `upright.png` | the reference: what every `orientation-N.jpg` must look like once displayed | scene 600×400, 8-bit sRGB, no alpha | processed |
+| `orientation-1.jpg` | EXIF orientation 1 (normal) | upright pixels, JPEG Q90 4:4:4, `Orientation=1` | processed; displays as `upright.png` |
+| `orientation-2.jpg` | 2: mirror horizontal | stored pixels mirrored left–right, `Orientation=2` | processed; displays as `upright.png` |
+| `orientation-3.jpg` | 3: rotate 180 | stored pixels rotated 180°, `Orientation=3` | processed; displays as `upright.png` |
+| `orientation-4.jpg` | 4: mirror vertical | stored pixels mirrored top–bottom, `Orientation=4` | processed; displays as `upright.png` |
+| `orientation-5.jpg` | 5: mirror horizontal + rotate 270 CW (transpose) | stored 400×600, transposed, `Orientation=5` | processed; displays as `upright.png` (600×400) |
+| `orientation-6.jpg` | 6: rotate 90 CW | stored 400×600, rotated 90° counter-clockwise, `Orientation=6` | processed; displays as `upright.png` (600×400) |
+| `orientation-7.jpg` | 7: mirror horizontal + rotate 90 CW (transverse) | stored 400×600, transversed, `Orientation=7` | processed; displays as `upright.png` (600×400) |
+| `orientation-8.jpg` | 8: rotate 270 CW | stored 400×600, rotated 90° clockwise, `Orientation=8` | processed; displays as `upright.png` (600×400) |
+
+Each `orientation-N.jpg` holds the upright picture with the *inverse* of
+orientation N applied to its pixels, so a viewer that honours the tag shows
+exactly `upright.png` (within JPEG error: the script checks a mean absolute
+difference below 3 after `vips autorot` and after `vipsthumbnail`).
+
+## snaps/
+
+| File | Covers | How it was made | Expected |
+|---|---|---|---|
+| `phone-portrait.jpg` | ordinary phone photo, portrait | scene 1080×1440, JPEG Q80; EXIF Make/Model/DateTimeOriginal, `Orientation=1` | processed; 1080×1440 |
+| `phone-rotated.jpg` | phone photo stored sideways | portrait scene rotated 90° CCW, stored 1440×1080, JPEG Q80, `Orientation=6` | processed; displays 1080×1440 portrait, TOP up |
+| `gps-tagged.jpg` | privacy: location and descriptive metadata must not reach outputs | scene 1080×1440, JPEG Q80; EXIF GPS (lat/lon/alt/time), an XMP packet (dc:title, dc:subject, exif:GPS*), IPTC keywords/city/by-line | processed; outputs carry no GPS/XMP/IPTC |
+| `display-p3.jpg` | wide-gamut input that must be converted, not reinterpreted | saturated scene 1024×768 converted sRGB→Display P3 (libvips `p3`, embedded), then a strip of pure P3 primaries/secondaries (outside sRGB) pasted bottom-left; JPEG Q88 | processed; colours converted to sRGB (swatches clip) |
+| `adobe-rgb.jpg` | Adobe RGB (1998) input | saturated scene 1024×768 converted sRGB→A98-compatible profile built by the script (embedded), plus pure-primary swatches; JPEG Q88 | processed; colours converted to sRGB |
+| `cmyk-profile.jpg` | CMYK JPEG with its profile | scene 800×600 converted sRGB→CMYK with libvips `cmyk` (embedded), JPEG Q85 (Adobe APP14) | processed; converted with the embedded profile |
+| `cmyk-noprofile.jpg` | CMYK JPEG without a profile | `cmyk-profile.jpg` with the ICC profile removed (exiftool, pixels untouched) | processed; converted with a fallback CMYK profile |
+| `iphone.heic` | HEIC as phones write it | scene 1512×2016 converted to Display P3 (embedded `nclx`/ICC via libheif), HEVC Q45 | processed |
+| `alpha.png` | transparency | RGBA 400×400: opaque badge, half-transparent soft shadow, fully transparent elsewhere; the hidden colour of transparent pixels is **magenta**, so a resize that does not premultiply shows magenta fringes | processed; flattened on the background colour, no magenta |
+| `sixteen-bit.png` | 16 bits per channel | smooth scene 600×800, RGB 16-bit (`rgb16`) | processed |
+| `landscape.webp` | WebP | scene 1200×900, lossy WebP Q75 | processed |
+| `animated.gif` | animation | 3 frames 200×200 (frame number drawn bottom right; sun and balloons move), 128 colours, loops | processed; first frame only |
+| `tiny.png` | smaller than a 100 px thumbnail | scene reduced to 40×30 | processed; upscaled |
+| `grey.jpg` | greyscale (1-band) JPEG | scene 800×600 converted to `b-w`, JPEG Q85 | processed; grey output in sRGB |
+
+## bad/
+
+| File | Covers | How it was made | Expected |
+|---|---|---|---|
+| `truncated.jpg` | file cut short | an 800×600 JPEG cut to half its bytes (no EOI) | refused: `corrupt` |
+| `corrupt.jpg` | damaged entropy-coded data, headers intact | an 800×600 JPEG with 1536 pseudo-random bytes written over the middle of the scan | refused: `corrupt` (libjpeg warns; `failOn: warning`) |
+| `not-an-image.jpg` | extension lies | plain text named `.jpg` | refused: `unsupported` |
+| `empty.png` | zero bytes | empty file | refused: `corrupt` |
+| `vector.svg` | SVG must not be loaded | a small hand-written valid SVG | refused: `unsupported` |
+| `document.pdf` | PDF must not be loaded | a one-page hand-written valid PDF | refused: `unsupported` |
+| `bomb.png` | decompression bomb | PNG whose IHDR claims 60000×60000 8-bit grey (3.6 Gpx); the IDAT holds only the first 256 rows of zeros (stream flushed, not finished), so it stays tiny | refused: `too-large` (from the header, before decoding) |
+| `bomb.jpg` | dimension bomb | a 64×48 baseline JPEG whose SOF0 height/width were patched to 60000×60000 | refused: `too-large` (from the header) |
+| `tiff-image.tif` | a real image format that is not on the allowlist | scene 160×120, TIFF deflate | refused: `unsupported` |
+
+## Licence
+
+All files in `Samples/` are generated by `Scripts/make-samples.sh` and are
+dedicated to the public domain under CC0 1.0
+(<https://creativecommons.org/publicdomain/zero/1.0/>).
+MD
+
+# ---------------------------------------------------------------------- checks
+echo "checking..." >&2
+fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
+hdr() { vipsheader -f "$2" "$1"; }
+# mean and max absolute difference of two images of the same size
+diffstat() {
+    [ "$(hdr "$1" width)x$(hdr "$1" height)" = "$(hdr "$2" width)x$(hdr "$2" height)" ] || { echo "size 999"; return; }
+    vips subtract "$1" "$2" "$T/d.v"
+    vips abs "$T/d.v" "$T/a.v"
+    echo "$(vips avg "$T/a.v") $(vips max "$T/a.v")"
+}
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+UP=$O/upright.png
+[ "$(hdr "$UP" width)x$(hdr "$UP" height)x$(hdr "$UP" bands)x$(hdr "$UP" format)" = "600x400x3xuchar" ] || fail "upright.png"
+for n in 1 2 3 4 5 6 7 8; do
+    f=$O/orientation-$n.jpg
+    [ "$(exiftool -s3 -n -Orientation "$f")" = "$n" ] || fail "$f: Orientation tag"
+    vips autorot "$f" "$T/r.png"
+    read -r mean max < <(diffstat "$T/r.png" "$UP")
+    lt "$mean" 3 || fail "$f: autorot differs from upright.png (mean $mean)"
+    vipsthumbnail "$f" --size 600x600 -o "$T/t.png"
+    read -r tmean _ < <(diffstat "$T/t.png" "$UP")
+    lt "$tmean" 3 || fail "$f: vipsthumbnail differs from upright.png (mean $tmean)"
+    # the stored pixels must NOT look upright (except for 1): asymmetry catches mistakes
+    if [ "$n" != 1 ]; then
+        vips copy "$f" "$T/s.png"
+        read -r smean _ < <(diffstat "$T/s.png" "$UP")
+        lt 20 "$smean" || fail "$f: stored pixels too close to upright (mean $smean)"
+    fi
+    printf '  orientation-%s: autorot mean %.2f max %s, vipsthumbnail mean %.2f\n' "$n" "$mean" "$max" "$tmean" >&2
+done
+# every wrong fix is detectable: upright vs each of its 3 same-size transforms
+for op in "flip horizontal" "flip vertical" "rot d180"; do
+    vips ${op%% *} "$UP" "$T/w.png" ${op#* }
+    read -r wmean _ < <(diffstat "$T/w.png" "$UP")
+    lt 20 "$wmean" || fail "upright vs $op too similar ($wmean)"
+done
+
+expect() { # expect FILE FIELD VALUE
+    local got; got=$(hdr "$1" "$2")
+    [ "$got" = "$3" ] || fail "$1: $2 is '$got', want '$3'"
+}
+expect "$S/phone-portrait.jpg" width 1080; expect "$S/phone-portrait.jpg" height 1440
+expect "$S/phone-rotated.jpg" width 1440; expect "$S/phone-rotated.jpg" height 1080
+[ "$(exiftool -s3 -n -Orientation "$S/phone-rotated.jpg")" = 6 ] || fail "phone-rotated orientation"
+vips autorot "$S/phone-rotated.jpg" "$T/pr.v"; expect "$T/pr.v" width 1080
+[ -n "$(exiftool -s3 -DateTimeOriginal -Make -Model "$S/phone-portrait.jpg")" ] || fail "phone-portrait EXIF"
+for tag in GPSLatitude GPSLongitude XMP-dc:Subject IPTC:Keywords; do
+    [ -n "$(exiftool -s3 "-$tag" "$S/gps-tagged.jpg")" ] || fail "gps-tagged: no $tag"
+done
+[ "$(exiftool -s3 -ProfileDescription "$S/display-p3.jpg")" = sP3C ] || fail "display-p3 profile"
+exiftool -s3 -ProfileDescription "$S/adobe-rgb.jpg" | grep A98 >/dev/null || fail "adobe-rgb profile"
+expect "$S/cmyk-profile.jpg" interpretation cmyk; expect "$S/cmyk-profile.jpg" bands 4
+expect "$S/cmyk-noprofile.jpg" interpretation cmyk
+vipsheader -a "$S/cmyk-profile.jpg" | grep '^icc-profile-data' >/dev/null || fail "cmyk-profile has no profile"
+! vipsheader -a "$S/cmyk-noprofile.jpg" | grep '^icc-profile-data' >/dev/null || fail "cmyk-noprofile has a profile"
+vipsheader -a "$S/iphone.heic" | grep '^icc-profile-data' >/dev/null || fail "iphone.heic has no profile"
+expect "$S/iphone.heic" vips-loader heifload
+[ "$(stat -c %s "$S/iphone.heic")" -lt 400000 ] || fail "iphone.heic too big"
+expect "$S/alpha.png" bands 4
+expect "$S/sixteen-bit.png" format ushort; expect "$S/sixteen-bit.png" interpretation rgb16
+expect "$S/landscape.webp" vips-loader webpload
+expect "$S/animated.gif" n-pages 3
+expect "$S/tiny.png" width 40; expect "$S/tiny.png" height 30
+expect "$S/grey.jpg" bands 1
+# the bad ones
+expect "$B/bomb.png" width 60000; expect "$B/bomb.png" height 60000
+expect "$B/bomb.jpg" width 60000; expect "$B/bomb.jpg" height 60000
+[ "$(stat -c %s "$B/bomb.png")" -lt 100000 ] || fail "bomb.png too big"
+[ ! -s "$B/empty.png" ] || fail "empty.png not empty"
+expect "$B/tiff-image.tif" vips-loader tiffload
+expect "$B/vector.svg" vips-loader svgload
+expect "$B/document.pdf" vips-loader pdfload
+! vips copy "$B/not-an-image.jpg" "$T/x.v" 2>/dev/null || fail "not-an-image.jpg loads"
+! vips copy "$B/truncated.jpg[fail_on=warning]" "$T/x.v" 2>/dev/null || fail "truncated.jpg loads with fail_on=warning"
+! vips copy "$B/corrupt.jpg[fail_on=warning]" "$T/x.v" 2>/dev/null || fail "corrupt.jpg loads with fail_on=warning"
+
+total=$(du -sb "$OUT" | cut -f1)
+[ "$total" -lt 3500000 ] || fail "Samples/ is $total bytes"
+echo "all checks passed; Samples/ is $total bytes" >&2

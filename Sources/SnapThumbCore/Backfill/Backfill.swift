@@ -1,0 +1,171 @@
+import Foundation
+import VipsKit
+
+/// How one file of a backfill ended.
+public enum FileOutcome: Sendable {
+    case processed(Manifest)
+    /// Its manifest already existed with the same source and recipe digests.
+    case skipped
+    case failed(SnapError)
+}
+
+/// One failed file, for the summary and the JSON report.
+public struct FailureRecord: Sendable, Codable, Equatable {
+    public let file: String
+    public let key: String
+    public let code: ErrorCode
+    public let message: String
+}
+
+/// Totals of a run; `report` is the JSON written by `--report`.
+public struct BackfillSummary: Sendable {
+    public var total = 0
+    public var processed = 0
+    public var skipped = 0
+    /// Dot-files, symlinks and other non-regular entries that were not looked at.
+    public var ignored = 0
+    public var failures: [FailureRecord] = []
+    public var seconds = 0.0
+
+    public var failedByCode: [ErrorCode: Int] {
+        failures.reduce(into: [:]) { $0[$1.code, default: 0] += 1 }
+    }
+    /// Images processed per second of wall time.
+    public var imagesPerSecond: Double { seconds > 0 ? Double(processed) / seconds : 0 }
+
+    /// The `--report` document: totals and every failure, sorted by file.
+    public func report(root: String, store: String) -> Data {
+        struct Report: Encodable {
+            let root: String, store: String
+            let total: Int, processed: Int, skipped: Int, ignored: Int, failed: Int
+            let failedByCode: [String: Int]
+            let failures: [FailureRecord]
+        }
+        let doc = Report(root: root, store: store, total: total, processed: processed, skipped: skipped, ignored: ignored,
+                         failed: failures.count,
+                         failedByCode: Dictionary(uniqueKeysWithValues: failedByCode.map { ($0.key.rawValue, $0.value) }),
+                         failures: failures.sorted { $0.file < $1.file })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return (try? encoder.encode(doc)) ?? Data()
+    }
+}
+
+/// Progress of a running backfill, for progress bars and periodic lines.
+public struct BackfillProgress: Sendable {
+    public let done: Int
+    public let total: Int
+    public let failed: Int
+    public let skipped: Int
+    public let seconds: Double
+
+    public var rate: Double { seconds > 0 ? Double(done - skipped) / seconds : 0 }
+    /// Seconds left at the current rate, or nil before there is a rate.
+    public var eta: Double? {
+        let perSecond = seconds > 0 ? Double(done) / seconds : 0
+        return perSecond > 0 ? Double(total - done) / perSecond : nil
+    }
+}
+
+/// Processes a directory tree into a store with bounded concurrency. Inputs are
+/// only read. Resumable: a file whose manifest already has the same source and
+/// recipe digests is skipped.
+public struct Backfill: Sendable {
+    public let pipeline: Pipeline
+    public let store: Store
+    public let jobs: Int
+
+    public init(pipeline: Pipeline, store: Store, jobs: Int) {
+        self.pipeline = pipeline
+        self.store = store
+        self.jobs = max(1, jobs)
+    }
+
+    /// Runs over every regular file under `root`.
+    /// - Parameters:
+    ///   - onOutcome: called once per file, from worker threads, as each ends.
+    ///   - onProgress: called about every `interval` seconds and once at the end.
+    public func run(root: String, interval: Double = 0.25,
+                    onOutcome: @escaping @Sendable (FileWalker.Entry, FileOutcome) -> Void = { _, _ in },
+                    onProgress: @escaping @Sendable (BackfillProgress) -> Void = { _ in }) throws -> BackfillSummary {
+        let walk = try FileWalker.regularFiles(under: root, excluding: store.root)
+        let start = Date()
+        let tally = Tally()
+        let files = walk.files
+
+        let ticker = Ticker(interval: interval) {
+            onProgress(tally.progress(total: files.count, since: start))
+        }
+        WorkerPool.run(count: files.count, jobs: jobs) { index in
+            let entry = files[index]
+            let outcome = processOne(entry)
+            tally.record(entry, outcome)
+            onOutcome(entry, outcome)
+        }
+        ticker.stop()
+        onProgress(tally.progress(total: files.count, since: start))
+
+        var summary = tally.summary
+        summary.total = files.count
+        summary.ignored = walk.skipped
+        summary.seconds = Date().timeIntervalSince(start)
+        return summary
+    }
+
+    /// One file: skip if already done with this recipe, else process and commit.
+    public func processOne(_ entry: FileWalker.Entry) -> FileOutcome {
+        do {
+            let key = entry.relativePath
+            if let existing = try store.manifest(for: key),
+               existing.recipe.digest == pipeline.recipe.digest,
+               existing.source.bytes == entry.size {
+                let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
+                if existing.source.digest == "sha256:" + source.withBytes({ SHA256.hex($0) }) {
+                    return .skipped
+                }
+                let upload = try pipeline.process(source, key: key)
+                try store.commit(upload)
+                return .processed(upload.manifest)
+            }
+            let upload = try pipeline.process(file: entry.path, key: key)
+            try store.commit(upload)
+            return .processed(upload.manifest)
+        } catch let error as SnapError {
+            return .failed(error)
+        } catch {
+            return .failed(SnapError(.internal, "\(error)"))
+        }
+    }
+}
+
+/// Shared counters of a run.
+private final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = 0
+    private var result = BackfillSummary()
+
+    func record(_ entry: FileWalker.Entry, _ outcome: FileOutcome) {
+        lock.lock()
+        defer { lock.unlock() }
+        done += 1
+        switch outcome {
+        case .processed: result.processed += 1
+        case .skipped: result.skipped += 1
+        case .failed(let error):
+            result.failures.append(FailureRecord(file: entry.path, key: entry.relativePath, code: error.code, message: error.message))
+        }
+    }
+
+    func progress(total: Int, since start: Date) -> BackfillProgress {
+        lock.lock()
+        defer { lock.unlock() }
+        return BackfillProgress(done: done, total: total, failed: result.failures.count, skipped: result.skipped,
+                                seconds: Date().timeIntervalSince(start))
+    }
+
+    var summary: BackfillSummary {
+        lock.lock()
+        defer { lock.unlock() }
+        return result
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import VipsKit
+
+/// Manifest v1: what other services read for one upload. Its JSON field names
+/// are a contract (see docs/manifest.v1.schema.json).
+public struct Manifest: Sendable, Equatable, Codable {
+    public static let schemaName = "snapthumb.manifest.v1"
+
+    public var schema = Manifest.schemaName
+    /// The upload's key: its file name (`process`) or path relative to the backfill root.
+    public var key: String
+    public var source: SourceInfo
+    /// `square100`, `pixel25`, `pixel100`.
+    public var variants: [String: Variant]
+    public var recipe: Recipe
+
+    /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`.
+    public func json(pretty: Bool = false) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding plain structs of strings and numbers cannot fail.
+        return try! encoder.encode(self)
+    }
+
+    public static func decode(_ data: Data) throws -> Manifest {
+        try JSONDecoder().decode(Manifest.self, from: data)
+    }
+}
+
+/// One stored output.
+public struct Variant: Sendable, Equatable, Codable {
+    /// `sha256:<hex>` of the bytes.
+    public var digest: String
+    /// Relative to the store root: `blobs/sha256/<2 hex>/<64 hex>`.
+    public var path: String
+    public var mediaType: String
+    public var width: Int
+    public var height: Int
+    public var bytes: Int
+    /// The byte budget, or nil for none (written as `null`).
+    public var budget: Int?
+    public var budgetMode: Settings.BudgetMode
+    /// JPEG quality (JPEG variants only).
+    public var quality: Int?
+    /// Palette size (PNG variants only).
+    public var colours: Int?
+    /// `adaptive`, a built-in palette name, or `custom` (PNG variants only).
+    public var palette: String?
+    public var dither: Bool?
+    /// How many encodes the budget search took.
+    public var encodes: Int
+    /// True when the variant had to leave its normal quality range or colour count.
+    public var degraded: Bool
+
+    private enum CodingKeys: String, CodingKey {
+        case digest, path, mediaType, width, height, bytes, budget, budgetMode, quality, colours, palette, dither, encodes, degraded
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(digest, forKey: .digest)
+        try c.encode(path, forKey: .path)
+        try c.encode(mediaType, forKey: .mediaType)
+        try c.encode(width, forKey: .width)
+        try c.encode(height, forKey: .height)
+        try c.encode(bytes, forKey: .bytes)
+        try c.encode(budget, forKey: .budget) // explicit null: "no budget" is information
+        try c.encode(budgetMode, forKey: .budgetMode)
+        try c.encodeIfPresent(quality, forKey: .quality)
+        try c.encodeIfPresent(colours, forKey: .colours)
+        try c.encodeIfPresent(palette, forKey: .palette)
+        try c.encodeIfPresent(dither, forKey: .dither)
+        try c.encode(encodes, forKey: .encodes)
+        try c.encode(degraded, forKey: .degraded)
+    }
+}
+
+/// What made the outputs: every setting that changes output bytes, the pipeline
+/// version and the library versions. Equal digests mean equal outputs for equal input.
+public struct Recipe: Sendable, Equatable, Codable {
+    /// Bump when the pipeline changes its output for the same settings.
+    public static let pipelineVersion = 1
+
+    public var digest: String
+    public var version: Int
+    public var libvips: String
+    public var imagequant: String
+    public var zlib: String
+    public var settings: OutputSettings
+
+    /// The part of `Settings` that changes output bytes (limits and strictness
+    /// only decide whether an input is accepted).
+    public struct OutputSettings: Sendable, Equatable, Codable {
+        public var background: Colour
+        public var budgetMode: Settings.BudgetMode
+        public var square: Settings.SquareSettings
+        public var pixel: Settings.PixelSettings
+    }
+
+    public init(settings: Settings) {
+        let output = OutputSettings(background: settings.background, budgetMode: settings.budgetMode,
+                                    square: settings.square, pixel: settings.pixel)
+        version = Recipe.pipelineVersion
+        libvips = Vips.version
+        imagequant = Vips.imagequantVersion
+        zlib = Vips.zlibVersion
+        self.settings = output
+        digest = ""
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        digest = "sha256:" + SHA256.hex(try! encoder.encode(self))
+    }
+}
+
+extension Settings.SquareSettings {
+    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(size, forKey: .size)
+        try c.encode(crop, forKey: .crop)
+        try c.encode(budget, forKey: .budget)
+        try c.encode(qualityMin, forKey: .qualityMin)
+        try c.encode(qualityMax, forKey: .qualityMax)
+    }
+}
+
+extension Settings.PixelSettings {
+    private enum Keys: String, CodingKey { case grid, colours, palette, dither, scale, budget, gridBudget }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(grid, forKey: .grid)
+        try c.encode(colours, forKey: .colours)
+        try c.encode(palette, forKey: .palette)
+        try c.encode(dither, forKey: .dither)
+        try c.encode(scale, forKey: .scale)
+        try c.encode(budget, forKey: .budget)
+        try c.encode(gridBudget, forKey: .gridBudget)
+    }
+}

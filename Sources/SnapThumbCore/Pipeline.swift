@@ -1,0 +1,101 @@
+import Foundation
+import VipsKit
+
+/// One encoded output, ready for the store.
+public struct Blob: Sendable, Equatable {
+    /// Lower-case hex SHA-256 of `bytes`.
+    public let hex: String
+    public let bytes: [UInt8]
+
+    public init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        hex = SHA256.hex(bytes)
+    }
+
+    /// Where the store keeps it, relative to the store root.
+    public var path: String { "blobs/sha256/\(hex.prefix(2))/\(hex)" }
+    public var digest: String { "sha256:\(hex)" }
+}
+
+/// Everything one upload produced: the manifest and the blobs it points at.
+public struct ProcessedUpload: Sendable {
+    public let manifest: Manifest
+    public let blobs: [Blob]
+}
+
+/// The thumbnail pipeline for one upload, in order:
+///
+///     decode (header, limits, shrink-on-load, sRGB, orientation)
+///     → square100 (crop, JPEG within budget)
+///     → pixel25 + pixel100 (grid, palette, PNGs within budget)
+///     → manifest
+///
+/// Pure computation: nothing touches the disk here (see `Store`). Safe to call
+/// from several threads at once.
+public struct Pipeline: Sendable {
+    public let settings: Settings
+    public let recipe: Recipe
+
+    /// Validates `settings` and starts libvips if needed.
+    public init(settings: Settings = Settings()) throws {
+        try settings.validate()
+        do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
+        self.settings = settings
+        recipe = Recipe(settings: settings)
+    }
+
+    /// Processes encoded bytes uploaded under `key`.
+    /// - Parameter onImage: receives the lazily decoding image before pixels are
+    ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
+    public func process(_ source: SourceBuffer, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
+        try StoreKey.validate(key)
+        let sourceDigest = "sha256:" + source.withBytes { SHA256.hex($0) }
+        let pixel = settings.pixel
+        let need = max(settings.square.size, 4 * pixel.grid)
+
+        let snap = try DecodeStep.run(source, digest: sourceDigest, settings: settings, need: need, onImage: onImage)
+        do {
+            let square = try snap.image.thumbnail(width: settings.square.size, height: settings.square.size, crop: settings.square.crop)
+            let jpeg = try JPEGBudgetSearch.fit(
+                range: settings.square.qualityMin...settings.square.qualityMax,
+                budget: settings.square.budget.map { Budget(limit: $0, mode: settings.budgetMode) },
+                encode: { try square.jpeg(quality: $0) })
+
+            // The grid averages 4×4 blocks of a square crop made the same way as square100.
+            let gridSource = 4 * pixel.grid == settings.square.size
+                ? square
+                : try snap.image.thumbnail(width: 4 * pixel.grid, height: 4 * pixel.grid, crop: settings.square.crop)
+            let gridRGB = try gridSource.shrunk(4, 4).pixels()
+            let art = try PixelArtStep.run(rgb: gridRGB, grid: pixel.grid, settings: pixel, mode: settings.budgetMode)
+
+            let outputs: [(String, Fitted, String, Int)] = [
+                ("square100", jpeg, "image/jpeg", settings.square.size),
+                ("pixel25", art.grid, "image/png", pixel.grid),
+                ("pixel100", art.large, "image/png", pixel.grid * pixel.scale),
+            ]
+            var blobs: [Blob] = []
+            var variants: [String: Variant] = [:]
+            for (name, fitted, mediaType, side) in outputs {
+                let blob = Blob(fitted.bytes)
+                blobs.append(blob)
+                let isPNG = mediaType == "image/png"
+                let budget = name == "square100" ? settings.square.budget : name == "pixel25" ? pixel.gridBudget : pixel.budget
+                variants[name] = Variant(
+                    digest: blob.digest, path: blob.path, mediaType: mediaType, width: side, height: side,
+                    bytes: fitted.bytes.count, budget: budget, budgetMode: settings.budgetMode,
+                    quality: fitted.quality, colours: isPNG ? art.colours : nil,
+                    palette: isPNG ? pixel.palette.label : nil, dither: isPNG ? pixel.dither : nil,
+                    encodes: fitted.encodes, degraded: fitted.degraded)
+            }
+            let manifest = Manifest(key: key, source: snap.info, variants: variants, recipe: recipe)
+            return ProcessedUpload(manifest: manifest, blobs: blobs)
+        } catch let error as VipsError {
+            throw SnapError(.internal, "libvips failed while making thumbnails: \(error)", cause: error.description)
+        }
+    }
+
+    /// Reads `path` (refusing files over the input limit before reading them) and processes it.
+    public func process(file path: String, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
+        try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
+    }
+}

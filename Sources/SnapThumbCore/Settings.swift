@@ -1,0 +1,177 @@
+import Foundation
+import VipsKit
+
+/// Every knob of the pipeline, with the production defaults. Validated once at
+/// the edge (`validate()`), then passed inward as one plain value.
+///
+/// Encoded as JSON this is also the config-file format: every field is optional
+/// there and falls back to its default.
+public struct Settings: Sendable, Equatable, Codable {
+    /// Refuse input over these limits before any pixel is decoded.
+    public var limits = Limits()
+    /// How strict decoding is: `warning` (default, like sharp) refuses damaged
+    /// files that libjpeg would otherwise fill with grey.
+    public var failOn: FailOn = .warning
+    /// What transparent pixels become (outputs have no alpha).
+    public var background = Colour(red: 0x0A, green: 0x0A, blue: 0x1A)
+    /// Whether budgets count raw bytes or base64 characters (`inline`, for push payloads).
+    public var budgetMode: BudgetMode = .bytes
+    /// The `square100` JPEG.
+    public var square = SquareSettings()
+    /// The `pixel25` and `pixel100` palette PNGs.
+    public var pixel = PixelSettings()
+
+    public init() {}
+
+    public struct Limits: Sendable, Equatable, Codable {
+        /// Largest accepted input file, in bytes.
+        public var maxInputBytes = 64 << 20
+        /// Largest accepted image, in pixels (width × height, first frame).
+        public var maxPixels = 100_000_000
+        public init() {}
+    }
+
+    public enum FailOn: String, Sendable, Codable, CaseIterable {
+        case truncated, error, warning
+    }
+
+    public enum BudgetMode: String, Sendable, Codable, CaseIterable {
+        /// The encoded size in bytes must fit.
+        case bytes
+        /// The base64 length must fit (the thumbnail travels inside a JSON payload).
+        case inline
+    }
+
+    public struct SquareSettings: Sendable, Equatable, Codable {
+        /// Side in pixels.
+        public var size = 100
+        public var crop: CropMode = .centre
+        /// Byte budget; nil for none.
+        public var budget: Int? = 4096
+        /// The quality search range; below `qualityMin` the variant is marked degraded.
+        public var qualityMin = 40
+        public var qualityMax = 90
+        public init() {}
+    }
+
+    public struct PixelSettings: Sendable, Equatable, Codable {
+        /// Side of the pixel grid (`pixel25` is grid × grid).
+        public var grid = 25
+        /// Largest palette size, 2–256.
+        public var colours = 16
+        public var palette: PaletteChoice = .adaptive
+        /// Floyd–Steinberg dithering when mapping to the palette.
+        public var dither = false
+        /// `pixel100` is `pixel25` scaled by this factor with nearest neighbour.
+        public var scale = 4
+        /// Budget of `pixel100`; nil for none.
+        public var budget: Int? = 4096
+        /// Budget of `pixel25`; nil for none.
+        public var gridBudget: Int? = 4096
+        public init() {}
+    }
+}
+
+// MARK: - Decoding a config file: every field optional.
+
+extension Settings {
+    private enum Keys: String, CodingKey, CaseIterable { case limits, failOn, background, budgetMode, square, pixel }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        try rejectUnknownKeys(decoder, Keys.self, in: "settings")
+        limits = try c.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
+        failOn = try c.decodeIfPresent(FailOn.self, forKey: .failOn) ?? .warning
+        background = try c.decodeIfPresent(Colour.self, forKey: .background) ?? Colour(red: 0x0A, green: 0x0A, blue: 0x1A)
+        budgetMode = try c.decodeIfPresent(BudgetMode.self, forKey: .budgetMode) ?? .bytes
+        square = try c.decodeIfPresent(SquareSettings.self, forKey: .square) ?? SquareSettings()
+        pixel = try c.decodeIfPresent(PixelSettings.self, forKey: .pixel) ?? PixelSettings()
+    }
+}
+
+extension Settings.Limits {
+    private enum Keys: String, CodingKey, CaseIterable { case maxInputBytes, maxPixels }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        try rejectUnknownKeys(decoder, Keys.self, in: "limits")
+        self.init()
+        maxInputBytes = try c.decodeIfPresent(Int.self, forKey: .maxInputBytes) ?? maxInputBytes
+        maxPixels = try c.decodeIfPresent(Int.self, forKey: .maxPixels) ?? maxPixels
+    }
+}
+
+extension Settings.SquareSettings {
+    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        try rejectUnknownKeys(decoder, Keys.self, in: "square")
+        self.init()
+        size = try c.decodeIfPresent(Int.self, forKey: .size) ?? size
+        crop = try c.decodeIfPresent(CropMode.self, forKey: .crop) ?? crop
+        if c.contains(.budget) { budget = try c.decodeIfPresent(Int.self, forKey: .budget) }
+        qualityMin = try c.decodeIfPresent(Int.self, forKey: .qualityMin) ?? qualityMin
+        qualityMax = try c.decodeIfPresent(Int.self, forKey: .qualityMax) ?? qualityMax
+    }
+}
+
+extension Settings.PixelSettings {
+    private enum Keys: String, CodingKey, CaseIterable { case grid, colours, palette, dither, scale, budget, gridBudget }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        try rejectUnknownKeys(decoder, Keys.self, in: "pixel")
+        self.init()
+        grid = try c.decodeIfPresent(Int.self, forKey: .grid) ?? grid
+        colours = try c.decodeIfPresent(Int.self, forKey: .colours) ?? colours
+        palette = try c.decodeIfPresent(PaletteChoice.self, forKey: .palette) ?? palette
+        dither = try c.decodeIfPresent(Bool.self, forKey: .dither) ?? dither
+        scale = try c.decodeIfPresent(Int.self, forKey: .scale) ?? scale
+        if c.contains(.budget) { budget = try c.decodeIfPresent(Int.self, forKey: .budget) }
+        if c.contains(.gridBudget) { gridBudget = try c.decodeIfPresent(Int.self, forKey: .gridBudget) }
+    }
+}
+
+/// Decoding keys that only exist as strings: a typo in a config file must be an
+/// error, not a silently ignored setting.
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+/// Throws for a key the section does not know.
+func rejectUnknownKeys<K: CodingKey & CaseIterable>(_ decoder: any Decoder, _ known: K.Type, in section: String) throws {
+    let c = try decoder.container(keyedBy: AnyKey.self)
+    let allowed = Set(K.allCases.map(\.stringValue))
+    for key in c.allKeys where !allowed.contains(key.stringValue) {
+        throw SnapError(.config, "unknown setting \"\(key.stringValue)\" in \(section); allowed: \(allowed.sorted().joined(separator: ", "))")
+    }
+}
+
+// MARK: - Validation
+
+extension Settings {
+    /// Checks every value; the error names the setting, the value, and what is allowed.
+    public func validate() throws {
+        func check(_ ok: Bool, _ message: @autoclosure () -> String) throws {
+            if !ok { throw SnapError(.config, message()) }
+        }
+        try check(limits.maxInputBytes >= 1, "limits.maxInputBytes must be at least 1 byte (got \(limits.maxInputBytes))")
+        try check(limits.maxPixels >= 1, "limits.maxPixels must be at least 1 (got \(limits.maxPixels))")
+        try check((8...1024).contains(square.size), "square size must be 8–1024 pixels (got \(square.size))")
+        try check((1...100).contains(square.qualityMin) && (1...100).contains(square.qualityMax),
+                  "JPEG quality range must lie within 1–100 (got \(square.qualityMin)–\(square.qualityMax))")
+        try check(square.qualityMin <= square.qualityMax,
+                  "JPEG quality minimum \(square.qualityMin) is above the maximum \(square.qualityMax)")
+        for (name, budget) in [("square budget", square.budget), ("pixel100 budget", pixel.budget), ("pixel25 budget", pixel.gridBudget)] {
+            if let budget { try check(budget >= 64, "\(name) must be at least 64 bytes, or none (got \(budget))") }
+        }
+        try check((2...256).contains(pixel.colours), "pixel colours must be 2–256 (got \(pixel.colours))")
+        try check((4...256).contains(pixel.grid), "pixel grid must be 4–256 cells (got \(pixel.grid))")
+        try check((1...16).contains(pixel.scale), "pixel scale must be 1–16 (got \(pixel.scale))")
+        try check(pixel.grid * pixel.scale <= 2048, "pixel grid × scale must be at most 2048 pixels (got \(pixel.grid * pixel.scale))")
+        if case .custom(let colours) = pixel.palette {
+            try check((2...256).contains(colours.count), "a custom palette needs 2–256 colours (got \(colours.count))")
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Why an upload failed. The raw values are a contract: they appear on stderr
+/// (`<file>: <code>: <message>`), in failure reports and in `failed/*.error.json`.
+public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
+    /// Not one of the accepted formats (JPEG, PNG, WebP, HEIC/HEIF, AVIF, GIF).
+    case unsupported
+    /// Over a configured limit (input bytes or pixels), checked before decoding.
+    case tooLarge = "too-large"
+    /// Damaged, truncated or otherwise undecodable input.
+    case corrupt
+    /// No encoding of a variant fits its byte budget.
+    case budget
+    /// A key that could escape the store (`..`, absolute, control characters).
+    case unsafeName = "unsafe-name"
+    /// Reading the input or writing the store failed.
+    case io
+    /// Processing took longer than the per-image time limit.
+    case timeout
+    /// The input crashed or stalled workers repeatedly.
+    case poison
+    /// Invalid settings.
+    case config
+    /// A bug or an unexpected libvips failure.
+    case `internal`
+
+    public static func < (a: ErrorCode, b: ErrorCode) -> Bool { a.rawValue < b.rawValue }
+
+    /// Transient failures may succeed if retried later (store full, read-only, I/O).
+    public var isTransient: Bool { self == .io }
+}
+
+/// A failure with a code, a sentence a person can act on, and the underlying cause.
+public struct SnapError: Error, Sendable, CustomStringConvertible, Equatable {
+    public let code: ErrorCode
+    public let message: String
+    /// Lower-level detail (libvips' or the OS's words), already folded into `message` where useful.
+    public let cause: String?
+
+    public init(_ code: ErrorCode, _ message: String, cause: String? = nil) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+extension SnapError {
+    /// An I/O failure from `errno`, naming the path and what was being done.
+    static func io(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
+        let reason = String(cString: strerror(code))
+        return SnapError(.io, "\(doing) \(path): \(reason)", cause: "errno \(code)")
+    }
+}

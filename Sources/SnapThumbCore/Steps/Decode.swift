@@ -1,0 +1,158 @@
+import Foundation
+import VipsKit
+
+/// An accepted input format, from the loader libvips picks for the bytes.
+enum InputFormat: String, Sendable {
+    case jpeg, png, webp, heif, gif
+
+    /// The allowlist. Any other loader (TIFF, SVG, PDF, ImageMagick, …) means `unsupported`,
+    /// and libvips has those blocked as well (`Vips.start`).
+    init?(loader: String) {
+        // libvips names loaders by GObject class (VipsForeignLoadJpegBuffer).
+        switch loader {
+        case "VipsForeignLoadJpegBuffer": self = .jpeg
+        case "VipsForeignLoadPngBuffer": self = .png
+        case "VipsForeignLoadWebpBuffer": self = .webp
+        case "VipsForeignLoadHeifBuffer": self = .heif
+        case "VipsForeignLoadNsgifBuffer": self = .gif
+        default: return nil
+        }
+    }
+
+    static let acceptedList = "JPEG, PNG, WebP, HEIC/HEIF, AVIF, GIF"
+
+    /// libheif applies HEIF's own transform boxes (irot, imir) while decoding; the
+    /// EXIF orientation of a HEIF file must not be applied a second time.
+    var appliesOwnOrientation: Bool { self == .heif }
+}
+
+/// Facts about the upload, for the manifest's `source` object.
+public struct SourceInfo: Sendable, Equatable, Codable {
+    /// `sha256:<hex>` of the input bytes.
+    public var digest: String
+    public var bytes: Int
+    public var mediaType: String
+    /// Displayed size, after orientation.
+    public var width: Int
+    public var height: Int
+    /// The EXIF orientation that was applied (1 when none, and for HEIF).
+    public var orientation: Int
+}
+
+/// The decode step's output: one decoded image from which every variant is made.
+struct DecodedSnap {
+    /// 8-bit, 3-band sRGB, upright, flattened, no metadata that matters; at
+    /// least `need` pixels on its short side when the input is that large.
+    let image: VImage
+    let info: SourceInfo
+}
+
+enum DecodeStep {
+    /// Reads the header, checks limits, decodes once with shrink-on-load, and
+    /// returns the upright sRGB working image.
+    /// - Parameter need: the largest square side any variant takes from this image.
+    static func run(_ source: SourceBuffer, digest: String, settings: Settings, need: Int,
+                    onImage: (VImage) -> Void = { _ in }) throws -> DecodedSnap {
+        let limits = settings.limits
+        guard source.count > 0 else { throw SnapError(.corrupt, "the file is empty (0 bytes)") }
+        guard source.count <= limits.maxInputBytes else {
+            throw SnapError(.tooLarge, "input is \(source.count) bytes, over the limit of \(limits.maxInputBytes) bytes (limits.maxInputBytes)")
+        }
+        guard let loader = VImage.loaderName(for: source) else {
+            throw SnapError(.unsupported, "not an image format SnapThumb reads (accepted: \(InputFormat.acceptedList))")
+        }
+        guard let format = InputFormat(loader: loader) else {
+            let kind = loader.replacingOccurrences(of: "VipsForeignLoad", with: "").replacingOccurrences(of: "Buffer", with: "").uppercased()
+            throw SnapError(.unsupported, "\(kind) images are not accepted (accepted: \(InputFormat.acceptedList))", cause: loader)
+        }
+
+        // Header only: dimensions, profile and EXIF, no pixels.
+        let header: VImage
+        do {
+            header = try VImage.load(source, options: "access=sequential")
+        } catch let error as VipsError {
+            throw SnapError(.corrupt, "cannot read the \(format.rawValue) header: \(error.message)", cause: error.description)
+        }
+        let storedWidth = header.width, storedHeight = header.height
+        let pixels = storedWidth * storedHeight
+        guard pixels <= limits.maxPixels else {
+            throw SnapError(.tooLarge, "image is \(storedWidth)×\(storedHeight) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
+        }
+        let orientation = format.appliesOwnOrientation ? 1 : normalisedOrientation(header.blob("exif-data").map(Exif.orientation) ?? 0)
+        let fix = OrientationFix(exif: orientation)
+        let profile = header.blob("icc-profile-data")
+        let mediaType = mediaType(format, source)
+
+        // Shrink on load as far as the largest variant allows.
+        let shortSide = min(storedWidth, storedHeight)
+        var options = "access=sequential,fail_on=\(settings.failOn.rawValue)"
+        var loadedShort = Double(shortSide)
+        switch format {
+        case .jpeg:
+            let shrink = [8, 4, 2].first { shortSide / $0 >= need } ?? 1
+            if shrink > 1 { options += ",shrink=\(shrink)"; loadedShort = Double(shortSide) / Double(shrink) }
+        case .webp:
+            // libwebp scales while decoding; keep a 2× margin for the resampler.
+            let scale = Double(2 * need) / Double(shortSide)
+            if scale < 1 { options += ",scale=\(String(format: "%.6f", scale))"; loadedShort = Double(shortSide) * scale }
+        case .png, .heif, .gif:
+            break
+        }
+
+        var image: VImage
+        do {
+            image = try VImage.load(source, options: options)
+            // Formats without shrink-on-load: reduce while streaming, before
+            // holding the pixels, so that memory follows the output size.
+            if loadedShort > Double(2 * need) {
+                image = try reduce(image, by: Double(2 * need) / loadedShort)
+            }
+            onImage(image)
+            image = try image.materialized()
+        } catch let error as VipsError {
+            throw SnapError(.corrupt, "the \(format.rawValue) data is damaged or truncated: \(error.message)", cause: error.description)
+        }
+
+        do {
+            image = try ColourStep.toSRGB(image, profile: profile, background: settings.background)
+            image = try fix.apply(to: image)
+        } catch let error as VipsError {
+            throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
+        }
+
+        let info = SourceInfo(
+            digest: digest, bytes: source.count, mediaType: mediaType,
+            width: fix.swapsAxes ? storedHeight : storedWidth,
+            height: fix.swapsAxes ? storedWidth : storedHeight,
+            orientation: orientation)
+        return DecodedSnap(image: image, info: info)
+    }
+
+    /// Lanczos reduction that does not darken edges of transparent areas.
+    private static func reduce(_ image: VImage, by scale: Double) throws -> VImage {
+        guard image.hasAlpha else { return try image.resized(scale) }
+        // premultiply works in float: go back to the input's format afterwards.
+        let format = image.format
+        return try image.premultiplied().resized(scale).unpremultiplied().cast(to: format)
+    }
+
+    private static func mediaType(_ format: InputFormat, _ source: SourceBuffer) -> String {
+        switch format {
+        case .jpeg: return "image/jpeg"
+        case .png: return "image/png"
+        case .webp: return "image/webp"
+        case .gif: return "image/gif"
+        case .heif:
+            // The ftyp box's major brand tells HEIC from AVIF from generic HEIF.
+            let brand: String = source.withBytes { bytes in
+                guard bytes.count >= 12 else { return "" }
+                return String(decoding: bytes[8..<12], as: UTF8.self)
+            }
+            switch brand {
+            case "avif", "avis": return "image/avif"
+            case "heic", "heix", "heim", "heis", "hevc", "hevx": return "image/heic"
+            default: return "image/heif"
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import VipsKit
+
+/// An indexed image: one palette index per pixel.
+struct IndexedImage: Equatable {
+    var width: Int
+    var height: Int
+    var palette: [Colour]
+    var indices: [UInt8]
+
+    /// Nearest-neighbour enlargement by an integer factor; the palette is unchanged.
+    func scaled(by factor: Int) -> IndexedImage {
+        guard factor > 1 else { return self }
+        var out = [UInt8]()
+        out.reserveCapacity(width * height * factor * factor)
+        for y in 0..<height {
+            var row = [UInt8]()
+            row.reserveCapacity(width * factor)
+            for x in 0..<width {
+                let index = indices[y * width + x]
+                for _ in 0..<factor { row.append(index) }
+            }
+            for _ in 0..<factor { out.append(contentsOf: row) }
+        }
+        return IndexedImage(width: width * factor, height: height * factor, palette: palette, indices: out)
+    }
+}
+
+/// A minimal, deterministic palette-PNG writer: IHDR, PLTE, IDAT, IEND and
+/// nothing else, so no metadata can leak and the bytes depend only on the pixels.
+enum PalettePNG {
+    enum Effort: Sendable {
+        /// One filter heuristic, zlib level 9.
+        case normal
+        /// Every filter plan × every zlib strategy; the smallest wins.
+        case max
+    }
+
+    static func encode(_ image: IndexedImage, effort: Effort = .normal) throws -> [UInt8] {
+        let count = image.palette.count
+        precondition((1...256).contains(count), "palette must have 1–256 colours")
+        let depth = count <= 2 ? 1 : count <= 4 ? 2 : count <= 16 ? 4 : 8
+        let rows = packRows(image, depth: depth)
+
+        var best: [UInt8]?
+        let plans: [FilterPlan] = effort == .normal ? [.adaptive] : FilterPlan.allCases
+        let strategies: [Zlib.Strategy] = effort == .normal ? [.default] : Zlib.Strategy.allCases
+        for plan in plans {
+            let filtered = filter(rows, plan: plan)
+            for strategy in strategies {
+                let idat = try Zlib.deflate(filtered, level: 9, strategy: strategy)
+                if best == nil || idat.count < best!.count { best = idat }
+            }
+        }
+
+        var png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        var header = [UInt8]()
+        header.appendBigEndian(UInt32(image.width))
+        header.appendBigEndian(UInt32(image.height))
+        header += [UInt8(depth), 3, 0, 0, 0] // palette colour type, deflate, adaptive filtering, no interlace
+        chunk("IHDR", header, into: &png)
+        chunk("PLTE", image.palette.flatMap { [$0.red, $0.green, $0.blue] }, into: &png)
+        chunk("IDAT", best!, into: &png)
+        chunk("IEND", [], into: &png)
+        return png
+    }
+
+    // MARK: Internals
+
+    /// Rows of packed indices, most significant bits first, without filter bytes.
+    private static func packRows(_ image: IndexedImage, depth: Int) -> [[UInt8]] {
+        let perByte = 8 / depth
+        let rowBytes = (image.width * depth + 7) / 8
+        return (0..<image.height).map { y in
+            var row = [UInt8](repeating: 0, count: rowBytes)
+            for x in 0..<image.width {
+                let value = image.indices[y * image.width + x]
+                let shift = (perByte - 1 - x % perByte) * depth
+                row[x / perByte] |= value << shift
+            }
+            return row
+        }
+    }
+
+    enum FilterPlan: CaseIterable {
+        /// Per row, the filter with the smallest sum of absolute values (libpng's heuristic).
+        case adaptive
+        /// No filter on any row (the PNG spec's advice for palette images).
+        case none
+        /// "Up" on every row after the first (repeated rows become zeros).
+        case up
+    }
+
+    private static func filter(_ rows: [[UInt8]], plan: FilterPlan) -> [UInt8] {
+        var out = [UInt8]()
+        var previous = [UInt8](repeating: 0, count: rows.first?.count ?? 0)
+        for row in rows {
+            let choice: (UInt8, [UInt8])
+            switch plan {
+            case .none: choice = (0, row)
+            case .up: choice = (2, zip(row, previous).map { $0 &- $1 })
+            case .adaptive:
+                let candidates: [(UInt8, [UInt8])] = [
+                    (0, row),
+                    (1, sub(row)),
+                    (2, zip(row, previous).map { $0 &- $1 }),
+                    (4, paeth(row, previous)),
+                ]
+                choice = candidates.min { cost($0.1) < cost($1.1) }!
+            }
+            out.append(choice.0)
+            out += choice.1
+            previous = row
+        }
+        return out
+    }
+
+    private static func cost(_ bytes: [UInt8]) -> Int {
+        bytes.reduce(0) { $0 + Int(Int8(bitPattern: $1).magnitude) }
+    }
+
+    /// Filter arithmetic on packed low-bit-depth rows works byte by byte (bpp = 1).
+    private static func sub(_ row: [UInt8]) -> [UInt8] {
+        var out = row
+        for i in stride(from: row.count - 1, to: 0, by: -1) { out[i] = row[i] &- row[i - 1] }
+        return out
+    }
+
+    private static func paeth(_ row: [UInt8], _ up: [UInt8]) -> [UInt8] {
+        var out = row
+        for i in 0..<row.count {
+            let a = i > 0 ? Int(row[i - 1]) : 0
+            let b = Int(up[i])
+            let c = i > 0 ? Int(up[i - 1]) : 0
+            let p = a + b - c
+            let pa = abs(p - a), pb = abs(p - b), pc = abs(p - c)
+            let predictor = pa <= pb && pa <= pc ? a : pb <= pc ? b : c
+            out[i] = row[i] &- UInt8(predictor)
+        }
+        return out
+    }
+
+    private static func chunk(_ type: String, _ data: [UInt8], into png: inout [UInt8]) {
+        png.appendBigEndian(UInt32(data.count))
+        let typed = Array(type.utf8) + data
+        png += typed
+        png.appendBigEndian(Zlib.crc32(typed))
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendBigEndian(_ value: UInt32) {
+        append(contentsOf: [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)])
+    }
+}

@@ -1,0 +1,140 @@
+import VipsKit
+
+/// The pixel-art pair: the grid image (`pixel25`) and its nearest-neighbour
+/// enlargement (`pixel100`), sharing one palette so their colours are identical.
+struct PixelArt {
+    var grid: Fitted
+    var large: Fitted
+    var colours: Int
+}
+
+enum PixelArtStep {
+    /// Quantises `rgb` (grid × grid, packed sRGB) and encodes both PNGs within
+    /// their budgets: fewer colours first, then more compression effort, then `budget`.
+    static func run(rgb: [UInt8], grid: Int, settings: Settings.PixelSettings, mode: Settings.BudgetMode) throws -> PixelArt {
+        let gridBudget = settings.gridBudget.map { Budget(limit: $0, mode: mode) }
+        let largeBudget = settings.budget.map { Budget(limit: $0, mode: mode) }
+        var encodes = (grid: 0, large: 0)
+        var last: (grid: Int, large: Int) = (0, 0)
+
+        let wanted = min(settings.colours, settings.palette.fixedColours?.count ?? 256)
+        for count in colourLadder(from: wanted) {
+            let image = try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count,
+                                              palette: settings.palette, dither: settings.dither)
+            let large = image.scaled(by: settings.scale)
+            for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
+                let gridPNG = try PalettePNG.encode(image, effort: effort)
+                let largePNG = try PalettePNG.encode(large, effort: effort)
+                encodes.grid += 1
+                encodes.large += 1
+                last = (gridPNG.count, largePNG.count)
+                if gridBudget?.fits(gridPNG.count) ?? true, largeBudget?.fits(largePNG.count) ?? true {
+                    let degraded = count < wanted || effort == .max
+                    return PixelArt(
+                        grid: Fitted(bytes: gridPNG, quality: nil, encodes: encodes.grid, degraded: degraded),
+                        large: Fitted(bytes: largePNG, quality: nil, encodes: encodes.large, degraded: degraded),
+                        colours: image.palette.count)
+                }
+            }
+        }
+        throw SnapError(.budget, "even with 2 colours the pixel-art PNGs are \(last.grid) and \(last.large) bytes, over their budgets of \(settings.gridBudget.map(String.init) ?? "none") and \(settings.budget.map(String.init) ?? "none") (\(mode.rawValue) mode)")
+    }
+
+    /// 16 → 12 → 9 → 6 → 4 → 2: each step drops about a quarter of the colours.
+    static func colourLadder(from start: Int) -> [Int] {
+        var steps = [max(2, start)]
+        while let last = steps.last, last > 2 {
+            steps.append(max(2, min(last - 1, last * 3 / 4)))
+        }
+        return steps
+    }
+}
+
+/// Palette choice and pixel mapping. Adaptive palettes come from libimagequant;
+/// mapping is ours, so adaptive and fixed palettes share one deterministic path.
+enum Quantizer {
+    static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, palette choice: PaletteChoice,
+                        dither: Bool) throws -> IndexedImage {
+        var palette: [Colour]
+        if let fixed = choice.fixedColours {
+            palette = fixed
+            if colours < fixed.count {
+                // Keep the fixed colours the image uses most.
+                let usage = histogram(remap(rgb: rgb, width: width, height: height, palette: fixed, dither: dither), count: fixed.count)
+                let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
+                palette = keep.sorted().map { fixed[$0] }
+            }
+        } else {
+            var rgba = [UInt8]()
+            rgba.reserveCapacity(width * height * 4)
+            for i in stride(from: 0, to: rgb.count, by: 3) { rgba += [rgb[i], rgb[i + 1], rgb[i + 2], 255] }
+            palette = try ImageQuant.palette(rgba: rgba, width: width, height: height, maxColours: colours, speed: 1)
+                .map { Colour(red: $0.r, green: $0.g, blue: $0.b) }
+        }
+        // A stable order: darkest first.
+        palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
+        let indices = remap(rgb: rgb, width: width, height: height, palette: palette, dither: dither)
+
+        // Drop colours no pixel uses, so the PNG's palette is exactly the image's colours.
+        let used = histogram(indices, count: palette.count)
+        var newIndex = [UInt8](repeating: 0, count: palette.count)
+        var compact: [Colour] = []
+        for (i, n) in used.enumerated() where n > 0 {
+            newIndex[i] = UInt8(compact.count)
+            compact.append(palette[i])
+        }
+        return IndexedImage(width: width, height: height, palette: compact, indices: indices.map { newIndex[Int($0)] })
+    }
+
+    /// Nearest palette colour per pixel (redmean-weighted RGB distance), with
+    /// optional Floyd–Steinberg error diffusion.
+    static func remap(rgb: [UInt8], width: Int, height: Int, palette: [Colour], dither: Bool) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: width * height)
+        var work = rgb.map(Double.init)
+        for y in 0..<height {
+            for x in 0..<width {
+                let p = (y * width + x) * 3
+                let r = work[p].clamped, g = work[p + 1].clamped, b = work[p + 2].clamped
+                var best = 0
+                var bestDistance = Double.infinity
+                for (i, c) in palette.enumerated() {
+                    let d = distance(r, g, b, c)
+                    if d < bestDistance { bestDistance = d; best = i }
+                }
+                out[y * width + x] = UInt8(best)
+                guard dither else { continue }
+                let c = palette[best]
+                let error = [r - Double(c.red), g - Double(c.green), b - Double(c.blue)]
+                func spread(_ dx: Int, _ dy: Int, _ weight: Double) {
+                    let nx = x + dx, ny = y + dy
+                    guard nx >= 0, nx < width, ny < height else { return }
+                    let q = (ny * width + nx) * 3
+                    for k in 0..<3 { work[q + k] += error[k] * weight }
+                }
+                spread(1, 0, 7.0 / 16); spread(-1, 1, 3.0 / 16); spread(0, 1, 5.0 / 16); spread(1, 1, 1.0 / 16)
+            }
+        }
+        return out
+    }
+
+    static func distance(_ r: Double, _ g: Double, _ b: Double, _ c: Colour) -> Double {
+        let mean = (r + Double(c.red)) / 2
+        let dr = r - Double(c.red), dg = g - Double(c.green), db = b - Double(c.blue)
+        return (2 + mean / 256) * dr * dr + 4 * dg * dg + (2 + (255 - mean) / 256) * db * db
+    }
+
+    static func histogram(_ indices: [UInt8], count: Int) -> [Int] {
+        var h = [Int](repeating: 0, count: count)
+        for i in indices { h[Int(i)] += 1 }
+        return h
+    }
+}
+
+private extension Double {
+    var clamped: Double { Swift.min(255, Swift.max(0, self)) }
+}
+
+extension Colour {
+    /// Rec. 601 luma, for ordering palettes.
+    var luma: Int { 299 * Int(red) + 587 * Int(green) + 114 * Int(blue) }
+}

@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import VipsKit
+
+/// Reading inputs.
+public enum InputFile {
+    /// Reads a regular file whole, refusing it before reading when it is over `limit` bytes.
+    public static func read(_ path: String, limit: Int) throws -> SourceBuffer {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw SnapError.io("cannot open", path, errno: errno) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SnapError.io("cannot stat", path, errno: errno) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw SnapError(.unsupported, "\(path) is not a regular file") }
+        let size = Int(st.st_size)
+        guard size <= limit else {
+            throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        }
+        return try SourceBuffer(count: size) { buffer in
+            var done = 0
+            while done < size {
+                let n = Glibc.read(fd, buffer.baseAddress! + done, size - done)
+                if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot read", path, errno: errno) }
+                if n == 0 { throw SnapError(.io, "\(path) shrank while being read (expected \(size) bytes, got \(done))") }
+                done += n
+            }
+        }
+    }
+}
+
+/// Durable file operations: every write is fsynced, and so is the directory
+/// entry that makes it visible.
+enum Durable {
+    private static let counter = Counter()
+
+    /// A temp name in `directory` that no other process or thread picks.
+    static func tempPath(in directory: String, for name: String) -> String {
+        "\(directory)/.tmp-\(getpid())-\(counter.next())-\(name.prefix(40))"
+    }
+
+    /// Writes `bytes` to a new file at `path` (which must not exist) and fsyncs it.
+    static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SnapError.io("cannot create", path, errno: errno) }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(path) }
+        }
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let n = write(fd, raw.baseAddress! + done, raw.count - done)
+                if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot write", path, errno: errno) }
+                done += n
+            }
+        }
+        guard fsync(fd) == 0 else { throw SnapError.io("cannot fsync", path, errno: errno) }
+        ok = true
+    }
+
+    static func fsyncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw SnapError.io("cannot open directory", path, errno: errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw SnapError.io("cannot fsync directory", path, errno: errno) }
+    }
+
+    /// `mkdir -p`, fsyncing the parent of every directory it creates.
+    static func makeDirectories(_ path: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw SnapError(.io, "\(path) exists and is not a directory") }
+            return
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != path { try makeDirectories(parent) }
+        if mkdir(path, 0o755) != 0 {
+            if errno == EEXIST { return }
+            throw SnapError.io("cannot create directory", path, errno: errno)
+        }
+        try fsyncDirectory(parent.isEmpty ? "." : parent)
+    }
+
+    /// Reads a whole file, or nil if it does not exist.
+    static func readIfExists(_ path: String) throws -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw SnapError.io("cannot open", path, errno: errno)
+        }
+        defer { close(fd) }
+        var out = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot read", path, errno: errno) }
+            if n == 0 { break }
+            out += chunk[0..<n]
+        }
+        return out
+    }
+
+    private final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = 0
+        func next() -> Int { lock.lock(); defer { lock.unlock() }; value += 1; return value }
+    }
+}

@@ -1,0 +1,146 @@
+import ArgumentParser
+import Foundation
+import SnapThumbCore
+
+struct BackfillCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backfill",
+        abstract: "Process every image under a directory tree into a store.",
+        discussion: """
+        Walks <dir> without following symlinks (regular files only; dot-files are ignored) and
+        never modifies or moves its inputs. Each file's key is its path relative to <dir>:
+        2026/11/a.jpg is published as <store>/manifests/2026/11/a.jpg.json.
+
+        Resumable: a file whose manifest already exists with the same source digest and recipe
+        digest is skipped. Progress goes to stderr (a bar on a terminal, a line every
+        --progress-interval seconds otherwise), then a summary. Exit 1 if any file failed.
+        """
+    )
+
+    @Argument(help: ArgumentHelp("Directory tree of images.", valueName: "dir"))
+    var directory: String
+
+    @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
+    var store: String
+
+    @Option(name: .long, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
+    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(name: .long, help: ArgumentHelp("Write a JSON report of totals and every failure to this file.", valueName: "file"))
+    var report: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds between progress lines when stderr is not a terminal.", valueName: "s"))
+    var progressInterval: Double = 10
+
+    @Flag(name: .long, help: "Print each manifest as a JSON line on stdout, like 'process'.")
+    var printManifests = false
+
+    @OptionGroup(title: "Pipeline settings")
+    var pipelineOptions: PipelineOptions
+
+    func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
+        guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive (got \(progressInterval))") }
+    }
+
+    func run() throws {
+        let pipeline = try pipelineOptions.pipeline()
+        let summary: BackfillSummary
+        let store: Store
+        do {
+            store = try Store(root: self.store)
+            let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
+            let printManifests = self.printManifests
+            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobs).run(
+                root: directory,
+                interval: bar.interactive ? 0.2 : progressInterval,
+                onOutcome: { entry, outcome in
+                    switch outcome {
+                    case .failed(let error):
+                        bar.clearLine()
+                        printError("\(entry.path): \(error.code.rawValue): \(error.message)")
+                    case .processed(let manifest) where printManifests:
+                        printOut(String(decoding: manifest.json(), as: UTF8.self))
+                    default: break
+                    }
+                },
+                onProgress: { bar.show($0) })
+            bar.finish()
+        } catch let error as SnapError {
+            printError("\(directory): \(error.code.rawValue): \(error.message)")
+            throw ExitCode(1)
+        }
+
+        printError(Self.summaryText(summary, store: store.root))
+        if let report {
+            do {
+                try summary.report(root: directory, store: store.root).write(to: URL(fileURLWithPath: report), options: .atomic)
+                printError("report: \(report)")
+            } catch {
+                printError("\(report): io: cannot write the report: \(error.localizedDescription)")
+                throw ExitCode(1)
+            }
+        }
+        if !summary.failures.isEmpty { throw ExitCode(1) }
+    }
+
+    static func summaryText(_ s: BackfillSummary, store: String) -> String {
+        var lines = [
+            String(format: "backfill: %d files: %d processed, %d skipped (already done), %d failed in %.1f s (%.1f images/s)",
+                   s.total, s.processed, s.skipped, s.failures.count, s.seconds, s.imagesPerSecond),
+        ]
+        if !s.failures.isEmpty {
+            let byCode = s.failedByCode.sorted { $0.key < $1.key }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
+            lines.append("failed by code: \(byCode)")
+        }
+        if s.ignored > 0 { lines.append("ignored \(s.ignored) dot-files, symlinks or special files") }
+        lines.append("manifests: \(store)/manifests/")
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// A progress bar on a terminal; plain periodic lines otherwise.
+final class ProgressDisplay: @unchecked Sendable {
+    let interactive: Bool
+    private let lock = NSLock()
+    private var drawn = false
+
+    init(interactive: Bool, interval: Double) {
+        self.interactive = interactive
+    }
+
+    func show(_ p: BackfillProgress) {
+        lock.lock()
+        defer { lock.unlock() }
+        let percent = p.total > 0 ? Double(p.done) * 100 / Double(p.total) : 100
+        let eta = p.eta.map(Self.duration) ?? "--"
+        let stats = String(format: "%d/%d %3.0f%% %.1f img/s ETA %@ failed %d", p.done, p.total, percent, p.rate, eta, p.failed)
+        if interactive {
+            let width = 30
+            let filled = p.total > 0 ? width * p.done / p.total : width
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            FileHandle.standardError.write(Data("\r\u{1B}[K[\(bar)] \(stats)".utf8))
+            drawn = true
+        } else if p.done < p.total {
+            FileHandle.standardError.write(Data("progress: \(stats)\n".utf8))
+        }
+    }
+
+    /// Moves off the bar's line so that a message prints cleanly.
+    func clearLine() {
+        lock.lock()
+        defer { lock.unlock() }
+        if interactive && drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+
+    func finish() {
+        lock.lock()
+        defer { lock.unlock() }
+        if interactive && drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded())
+        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+
+/// The `snapthumb` command.
+struct SnapThumb: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "snapthumb",
+        abstract: "Tiny, correct, byte-budgeted thumbnails of photo snaps, in a content-addressed store.",
+        discussion: """
+        Every upload becomes three outputs in the store, described by one manifest:
+          square100  100×100 JPEG, EXIF orientation applied, sRGB, metadata stripped, ≤ 4096 bytes
+          pixel25    25×25 palette PNG (16 colours), the pixel-art grid
+          pixel100   pixel25 enlarged ×4, nearest neighbour, same colours, ≤ 4096 bytes
+
+        Store layout:
+          <store>/blobs/sha256/<2 hex>/<64 hex>   output bytes, immutable, stored once
+          <store>/manifests/<key>.json            manifest v1 (docs/manifest.v1.schema.json)
+
+        Exit status: 0 all succeeded, 1 some input failed (or verify found problems), 2 usage error.
+        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large,
+        corrupt, budget, unsafe-name, io, internal.
+
+        Examples:
+          snapthumb process snap.jpg --store ./store
+          snapthumb backfill ./uploads --store ./store --jobs 2 --report failures.json
+          snapthumb verify ./store
+        """,
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self]
+    )
+}
+
+@main
+enum Main {
+    static func main() {
+        do {
+            var command = try SnapThumb.parseAsRoot()
+            try command.run()
+        } catch {
+            exit(handle(error))
+        }
+        exit(0)
+    }
+
+    /// Maps errors to the documented exit codes: usage errors are 2, not ArgumentParser's 64.
+    static func handle(_ error: any Error) -> Int32 {
+        if let code = error as? ExitCode { return code.rawValue }
+        let code = SnapThumb.exitCode(for: error)
+        let message = SnapThumb.fullMessage(for: error)
+        if code == .success {
+            printOut(message)
+            return 0
+        }
+        printError(message)
+        return code == .validationFailure ? 2 : code.rawValue
+    }
+}
