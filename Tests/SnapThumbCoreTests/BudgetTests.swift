@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+import VipsKit
+
+@Suite("Byte budgets")
+struct BudgetTests {
+    static let photos = ["snaps/phone-portrait.jpg", "snaps/phone-rotated.jpg", "snaps/display-p3.jpg", "snaps/landscape.webp",
+                         "snaps/iphone.heic", "snaps/cmyk-profile.jpg", "snaps/alpha.png", "orientation/upright.png"]
+
+    @Test("no variant is ever written over its budget", arguments: [(4096, Settings.BudgetMode.bytes), (2048, .bytes), (1200, .bytes), (4096, .inline)])
+    func neverOver(limit: Int, mode: Settings.BudgetMode) throws {
+        let pipeline = try Fixtures.pipeline {
+            $0.square.budget = limit; $0.pixel.budget = limit; $0.pixel.gridBudget = limit; $0.budgetMode = mode
+        }
+        let budget = Budget(limit: limit, mode: mode)
+        for file in Self.photos {
+            let upload = try pipeline.process(SourceBuffer(Fixtures.bytes(Fixtures.sample(file))), key: "b.jpg")
+            for (name, variant) in upload.manifest.variants {
+                let bytes = Fixtures.blob(upload, name)
+                #expect(bytes.count == variant.bytes)
+                #expect(budget.fits(bytes.count), "\(file) \(name): \(bytes.count) bytes over \(limit) (\(mode))")
+                #expect(variant.encodes >= 1)
+                #expect(variant.budget == limit && variant.budgetMode == mode)
+            }
+        }
+    }
+
+    @Test("inline mode counts base64 characters")
+    func base64() {
+        #expect(Budget.base64Length(0) == 0)
+        #expect(Budget.base64Length(1) == 4)
+        #expect(Budget.base64Length(3) == 4)
+        #expect(Budget.base64Length(3072) == 4096)
+        #expect(Budget(limit: 4096, mode: .inline).fits(3072))
+        #expect(!Budget(limit: 4096, mode: .inline).fits(3073))
+        #expect(Budget(limit: 4096, mode: .bytes).fits(4096))
+    }
+
+    @Test("the search finds the highest fitting quality of a monotonic encoder in few encodes")
+    func searchExact() throws {
+        // Sizes grow exponentially with quality, like JPEG.
+        for limit in [900, 1500, 2600, 4096, 5000] {
+            var calls: [Int] = []
+            let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes)) { q in
+                calls.append(q)
+                return [UInt8](repeating: 0, count: Int(700 * exp(0.035 * Double(q - 40))))
+            }
+            let expected = (40...90).last { Int(700 * exp(0.035 * Double($0 - 40))) <= limit }
+            #expect(fitted.quality == expected, "limit \(limit): got \(String(describing: fitted.quality)), calls \(calls)")
+            #expect(fitted.encodes == calls.count)
+            #expect(fitted.encodes <= 5, "limit \(limit): \(calls)")
+            #expect(!fitted.degraded)
+        }
+    }
+
+    @Test("below the range floor the variant is degraded, and nothing fitting fails with budget")
+    func degradedAndFailure() throws {
+        let photo = try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))
+        let degraded = try Fixtures.process(photo) { $0.square.budget = 700; $0.square.qualityMin = 85 }
+        let square = degraded.manifest.variants["square100"]!
+        #expect(square.degraded)
+        #expect(square.quality! < 85)
+        #expect(square.bytes <= 700)
+
+        #expect(throws: SnapError.self) { try Fixtures.process(photo) { $0.square.budget = 64 } }
+        do { _ = try Fixtures.process(photo) { $0.square.budget = 64 } } catch let error as SnapError {
+            #expect(error.code == .budget)
+            #expect(error.message.contains("64"))
+        }
+    }
+
+    @Test("a tight pixel-art budget drops colours first, keeping both PNGs on one palette")
+    func fewerColours() throws {
+        let photo = try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))
+        let normal = try Fixtures.process(photo)
+        let normalBytes = normal.manifest.variants["pixel100"]!.bytes
+        let tight = try Fixtures.process(photo) { $0.pixel.budget = normalBytes - 100 }
+        let variant = tight.manifest.variants["pixel100"]!
+        #expect(variant.bytes <= normalBytes - 100)
+        #expect(variant.degraded)
+        #expect(variant.colours! < 16)
+        #expect(tight.manifest.variants["pixel25"]!.colours == variant.colours)
+        #expect(variant.encodes > 1)
+    }
+}

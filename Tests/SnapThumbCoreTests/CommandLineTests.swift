@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+import VipsKit
+
+/// Runs the real `snapthumb` binary.
+enum CLI {
+    static var binary: String {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("snapthumb").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        return "\(Fixtures.root)/.build/debug/snapthumb"
+    }
+
+    struct Result { let status: Int32; let stdout: String; let stderr: String }
+
+    static func run(_ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // Read before waiting so that a full pipe cannot block the child.
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+@Suite("Command line", .serialized)
+struct CommandLineTests {
+    @Test("process: a JSON line per manifest, '<file>: <code>: <message>' per failure, exit 1")
+    func process() throws {
+        let store = Fixtures.tempDirectory()
+        defer { Fixtures.remove(store) }
+        let good = Fixtures.sample("snaps/phone-portrait.jpg"), bad = Fixtures.sample("bad/not-an-image.jpg")
+        let result = try CLI.run(["process", good, bad, "--store", store])
+        #expect(result.status == 1)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        let manifest = try Manifest.decode(Data(lines[0].utf8))
+        #expect(manifest.key == "phone-portrait.jpg")
+        #expect(result.stderr.contains("\(bad): unsupported: "))
+        #expect(FileManager.default.fileExists(atPath: "\(store)/manifests/phone-portrait.jpg.json"))
+        #expect(!FileManager.default.fileExists(atPath: "\(store)/manifests/not-an-image.jpg.json"))
+
+        let ok = try CLI.run(["process", good, "--store", store])
+        #expect(ok.status == 0)
+        #expect(ok.stdout == result.stdout, "same input, same manifest line")
+    }
+
+    @Test("usage errors exit 2 with a sentence that says what is allowed")
+    func usage() throws {
+        let store = Fixtures.tempDirectory()
+        defer { Fixtures.remove(store) }
+        let cases: [([String], String)] = [
+            (["process", "x.jpg", "--store", store, "--colours", "999"], "2–256"),
+            (["process", "x.jpg", "--store", store, "--crop", "middle"], "centre, attention"),
+            (["process", "x.jpg", "--store", store, "--background", "navy"], "#RRGGBB"),
+            (["backfill", store, "--store", store, "--jobs", "0"], "at least 1"),
+            (["process", "--store", store], "Missing expected argument"),
+            (["frobnicate"], "Unexpected argument"),
+        ]
+        for (arguments, expected) in cases {
+            let result = try CLI.run(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains(expected), "\(arguments): \(result.stderr)")
+        }
+        let help = try CLI.run(["--help"])
+        #expect(help.status == 0 && help.stdout.contains("backfill") && help.stdout.contains("Exit status"))
+        let processHelp = try CLI.run(["process", "--help"])
+        #expect(processHelp.stdout.contains("--budget-mode") && processHelp.stdout.contains("[default: 4096]"))
+    }
+
+    @Test("backfill: keys are relative paths, inputs untouched, symlinks not followed, resumable, report")
+    func backfill() throws {
+        let input = Fixtures.tempDirectory("snapthumb-in"), store = Fixtures.tempDirectory("snapthumb-store")
+        defer { Fixtures.remove(input); Fixtures.remove(store) }
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: "\(input)/2026/11", withIntermediateDirectories: true)
+        try fm.copyItem(atPath: Fixtures.sample("snaps/phone-portrait.jpg"), toPath: "\(input)/2026/11/a.jpg")
+        try fm.copyItem(atPath: Fixtures.sample("snaps/landscape.webp"), toPath: "\(input)/b.webp")
+        try fm.copyItem(atPath: Fixtures.sample("bad/truncated.jpg"), toPath: "\(input)/broken.jpg")
+        try fm.copyItem(atPath: Fixtures.sample("snaps/tiny.png"), toPath: "\(input)/.hidden.png")
+        try fm.createSymbolicLink(atPath: "\(input)/link.jpg", withDestinationPath: "\(input)/2026/11/a.jpg")
+        try fm.createSymbolicLink(atPath: "\(input)/linkdir", withDestinationPath: "\(input)/2026")
+        let before = try FileWalker.regularFiles(under: input).files.map { ($0.relativePath, SHA256.hex(try Fixtures.bytes($0.path))) }
+
+        let report = "\(store)/report.json"
+        let first = try CLI.run(["backfill", input, "--store", "\(store)/s", "--jobs", "2", "--report", report])
+        #expect(first.status == 1, "\(first.stderr)")
+        #expect(first.stderr.contains("2 processed, 0 skipped"), "\(first.stderr)")
+        #expect(first.stderr.contains("corrupt=1"))
+        #expect(first.stderr.contains("broken.jpg: corrupt: "))
+        #expect(fm.fileExists(atPath: "\(store)/s/manifests/2026/11/a.jpg.json"))
+        #expect(fm.fileExists(atPath: "\(store)/s/manifests/b.webp.json"))
+        #expect(!fm.fileExists(atPath: "\(store)/s/manifests/link.jpg.json"))
+        #expect(!fm.fileExists(atPath: "\(store)/s/manifests/linkdir"))
+        let doc = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as! [String: Any]
+        #expect(doc["processed"] as? Int == 2)
+        let failures = doc["failures"] as! [[String: Any]]
+        #expect(failures.count == 1 && failures[0]["code"] as? String == "corrupt" && failures[0]["key"] as? String == "broken.jpg")
+
+        let second = try CLI.run(["backfill", input, "--store", "\(store)/s"])
+        #expect(second.stderr.contains("0 processed, 2 skipped"), "\(second.stderr)")
+
+        let changed = try CLI.run(["backfill", input, "--store", "\(store)/s", "--budget", "3000"])
+        #expect(changed.stderr.contains("2 processed, 0 skipped"), "a new recipe reprocesses: \(changed.stderr)")
+
+        let after = try FileWalker.regularFiles(under: input).files.map { ($0.relativePath, SHA256.hex(try Fixtures.bytes($0.path))) }
+        #expect(before.map(\.0) == after.map(\.0) && before.map(\.1) == after.map(\.1), "inputs changed")
+        #expect(try CLI.run(["verify", "\(store)/s"]).status == 0)
+    }
+
+    @Test("kill -9 during a backfill never leaves a partial manifest or blob")
+    func killDuringBackfill() throws {
+        let input = Fixtures.tempDirectory("snapthumb-kill-in"), store = Fixtures.tempDirectory("snapthumb-kill-store")
+        defer { Fixtures.remove(input); Fixtures.remove(store) }
+        let sources = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files
+        for i in 0..<60 {
+            let source = sources[i % sources.count]
+            try FileManager.default.copyItem(atPath: source.path, toPath: "\(input)/\(i)-\(source.relativePath)")
+        }
+        for delay in [0.15, 0.3, 0.45, 0.6] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CLI.binary)
+            process.arguments = ["backfill", input, "--store", store, "--jobs", "2"]
+            process.standardError = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            Thread.sleep(forTimeInterval: delay)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            let report = try StoreVerifier.verify(root: store)
+            #expect(report.isClean, "after kill at \(delay)s: \(report.problems)")
+        }
+        // And a final run completes the job.
+        let finish = try CLI.run(["backfill", input, "--store", store])
+        #expect(finish.stderr.contains("60 files"))
+        #expect(try StoreVerifier.verify(root: store).manifests == 60)
+    }
+}

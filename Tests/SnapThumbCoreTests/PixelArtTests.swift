@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+import VipsKit
+
+@Suite("Pixel art")
+struct PixelArtTests {
+    static let photo = "snaps/phone-portrait.jpg"
+
+    @Test("pixel100 is pixel25 enlarged ×4 with nearest neighbour, with exactly its colours")
+    func sameColours() throws {
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample(Self.photo)))
+        let small = try Pixels(encoded: Fixtures.blob(upload, "pixel25"))
+        let large = try Pixels(encoded: Fixtures.blob(upload, "pixel100"))
+        #expect(small.width == 25 && small.height == 25)
+        #expect(large.width == 100 && large.height == 100)
+        #expect(small.colours == large.colours)
+        #expect(small.colours.count <= 16 && small.colours.count > 4)
+        #expect(upload.manifest.variants["pixel25"]!.colours == small.colours.count)
+        for y in 0..<100 { for x in 0..<100 { #expect(large.pixel(x, y) == small.pixel(x / 4, y / 4)) } }
+    }
+
+    @Test("the grid follows the photo: it resembles square100 shrunk to 25×25")
+    func resemblesPhoto() throws {
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample(Self.photo)))
+        let grid = try Pixels(encoded: Fixtures.blob(upload, "pixel25"))
+        let square = try VImage.load(SourceBuffer(Fixtures.blob(upload, "square100")), options: "").shrunk(4, 4)
+        let difference = try grid.meanDifference(Pixels(image: square))
+        #expect(difference < 14, "mean difference \(difference)")
+    }
+
+    @Test("fixed palettes: every colour comes from the palette", arguments: ["pico8", "gameboy", "#102030,#F0E0D0,#FF0000"])
+    func fixedPalette(name: String) throws {
+        let choice = try PaletteChoice(parsing: name)
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample(Self.photo))) { $0.pixel.palette = choice }
+        let allowed = Set(choice.fixedColours!.map { [$0.red, $0.green, $0.blue] })
+        let pixels = try Pixels(encoded: Fixtures.blob(upload, "pixel100"))
+        #expect(pixels.colours.isSubset(of: allowed), "\(pixels.colours.subtracting(allowed))")
+        #expect(upload.manifest.variants["pixel100"]!.palette == choice.label)
+    }
+
+    @Test("colour count and dithering are honoured", arguments: [2, 4, 8, 32, 256])
+    func colourCount(n: Int) throws {
+        for dither in [false, true] {
+            let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample(Self.photo))) { $0.pixel.colours = n; $0.pixel.dither = dither }
+            let pixels = try Pixels(encoded: Fixtures.blob(upload, "pixel25"))
+            #expect(pixels.colours.count <= n)
+            #expect(upload.manifest.variants["pixel25"]!.dither == dither)
+        }
+    }
+
+    @Test("dithering changes the result")
+    func ditherMatters() throws {
+        let bytes = try Fixtures.bytes(Fixtures.sample(Self.photo))
+        let plain = try Fixtures.process(bytes) { $0.pixel.colours = 4 }
+        let dithered = try Fixtures.process(bytes) { $0.pixel.colours = 4; $0.pixel.dither = true }
+        #expect(Fixtures.blob(plain, "pixel25") != Fixtures.blob(dithered, "pixel25"))
+    }
+
+    @Test("the PNG writer round-trips every bit depth exactly", arguments: [2, 3, 4, 16, 17, 256])
+    func pngRoundTrip(count: Int) throws {
+        let palette: [Colour] = (0..<count).map { (i: Int) -> Colour in
+            let red = UInt8(i * 7 % 256), green = UInt8(i * 13 % 256), blue = UInt8(255 - i)
+            return Colour(red: red, green: green, blue: blue)
+        }
+        let width = 13, height = 7
+        let indices = (0..<width * height).map { UInt8(($0 * 5 + $0 / 3) % count) }
+        let image = IndexedImage(width: width, height: height, palette: palette, indices: indices)
+        for effort in [PalettePNG.Effort.normal, .max] {
+            let png = try PalettePNG.encode(image, effort: effort)
+            let decoded = try Pixels(encoded: png)
+            #expect(decoded.width == width && decoded.height == height)
+            for i in 0..<width * height {
+                let c = palette[Int(indices[i])]
+                #expect(decoded.pixel(i % width, i / width).prefix(3) == [Int(c.red), Int(c.green), Int(c.blue)])
+            }
+        }
+    }
+
+    @Test("colour ladder")
+    func ladder() {
+        #expect(PixelArtStep.colourLadder(from: 16) == [16, 12, 9, 6, 4, 3, 2])
+        #expect(PixelArtStep.colourLadder(from: 2) == [2])
+    }
+}

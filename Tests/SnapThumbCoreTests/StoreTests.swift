@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+import VipsKit
+
+@Suite("Store, manifest, determinism")
+struct StoreTests {
+    @Test("same input and settings: byte-identical outputs and manifest")
+    func deterministic() throws {
+        for file in ["snaps/phone-portrait.jpg", "snaps/iphone.heic", "snaps/alpha.png", "snaps/landscape.webp"] {
+            let bytes = try Fixtures.bytes(Fixtures.sample(file))
+            let a = try Fixtures.process(bytes, key: "k")
+            let b = try Fixtures.pipeline().process(SourceBuffer(bytes), key: "k")
+            #expect(a.manifest.json() == b.manifest.json(), "\(file)")
+            #expect(a.blobs == b.blobs, "\(file)")
+        }
+    }
+
+    @Test("a setting that changes output changes the recipe digest; limits do not")
+    func recipe() throws {
+        let base = try Fixtures.pipeline().recipe
+        #expect(try Fixtures.pipeline { $0.square.budget = 2000 }.recipe.digest != base.digest)
+        #expect(try Fixtures.pipeline { $0.pixel.dither = true }.recipe.digest != base.digest)
+        #expect(try Fixtures.pipeline { $0.limits.maxPixels = 5 }.recipe.digest == base.digest)
+        #expect(base.digest.hasPrefix("sha256:") && base.digest.count == 71)
+        #expect(base.libvips == Vips.version)
+    }
+
+    @Test("layout: blobs under their digest, manifest under its key, each blob stored once")
+    func layout() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let bytes = try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))
+        let pipeline = try Fixtures.pipeline()
+        try store.commit(pipeline.process(SourceBuffer(bytes), key: "2026/11/a.jpg"))
+        try store.commit(pipeline.process(SourceBuffer(bytes), key: "2026/11/copy.jpg"))
+
+        let manifestData = try #require(FileManager.default.contents(atPath: "\(root)/manifests/2026/11/a.jpg.json"))
+        let manifest = try Manifest.decode(manifestData)
+        #expect(manifest.key == "2026/11/a.jpg")
+        #expect(manifest.schema == "snapthumb.manifest.v1")
+        #expect(manifest.source.digest == "sha256:" + SHA256.hex(bytes))
+        #expect(manifest.source.bytes == bytes.count)
+        #expect(Set(manifest.variants.keys) == ["square100", "pixel25", "pixel100"])
+        for variant in manifest.variants.values {
+            let hex = String(variant.digest.dropFirst(7))
+            #expect(variant.path == "blobs/sha256/\(hex.prefix(2))/\(hex)")
+            let blob = try Fixtures.bytes("\(root)/\(variant.path)")
+            #expect(SHA256.hex(blob) == hex && blob.count == variant.bytes)
+        }
+        let blobFiles = try FileWalker.regularFiles(under: "\(root)/blobs").files
+        #expect(blobFiles.count == 3)
+        #expect(!blobFiles.contains { $0.relativePath.contains(".tmp") })
+
+        #expect(ManifestSchema.validator.validate(manifestData).isEmpty)
+        #expect(try StoreVerifier.verify(root: root).isClean)
+    }
+
+    @Test("every manifest the tool writes validates against the schema")
+    func schema() throws {
+        let files = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files
+        for settings in [Settings(), { var s = Settings(); s.square.budget = nil; s.pixel.palette = .named("pico8"); s.budgetMode = .inline; return s }()] {
+            let pipeline = try Pipeline(settings: settings)
+            for file in files {
+                let upload = try pipeline.process(file: file.path, key: file.relativePath)
+                for json in [upload.manifest.json(), upload.manifest.json(pretty: true)] {
+                    let errors = ManifestSchema.validator.validate(json)
+                    #expect(errors.isEmpty, "\(file.relativePath): \(errors)")
+                }
+            }
+        }
+    }
+
+    @Test("verify finds damaged, missing and invalid entries")
+    func verifyFindsProblems() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let pipeline = try Fixtures.pipeline()
+        let a = try pipeline.process(file: Fixtures.sample("snaps/phone-portrait.jpg"), key: "a.jpg")
+        let b = try pipeline.process(file: Fixtures.sample("snaps/landscape.webp"), key: "b.webp")
+        try store.commit(a)
+        try store.commit(b)
+        #expect(try StoreVerifier.verify(root: root).isClean)
+
+        // Flip a byte in one blob, delete another, break a manifest.
+        let damaged = "\(root)/\(a.manifest.variants["square100"]!.path)"
+        var bytes = try Fixtures.bytes(damaged)
+        bytes[bytes.count / 2] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        try FileManager.default.removeItem(atPath: "\(root)/\(b.manifest.variants["pixel25"]!.path)")
+        try Data(#"{"schema":"snapthumb.manifest.v1","key":"c.jpg"}"#.utf8).write(to: URL(fileURLWithPath: "\(root)/manifests/c.jpg.json"))
+
+        let report = try StoreVerifier.verify(root: root)
+        let text = report.problems.joined(separator: "\n")
+        #expect(text.contains(damaged) && text.contains("hashes to"))
+        #expect(text.contains("b.webp.json") && text.contains("missing blob"))
+        #expect(text.contains("c.jpg.json") && text.contains("schema"))
+    }
+
+    @Test("a blob that exists with other bytes is an error, never overwritten")
+    func noReplace() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let blob = Blob([1, 2, 3])
+        #expect(try store.put(blob))
+        #expect(try !store.put(blob))
+        try Data([9, 9, 9]).write(to: URL(fileURLWithPath: "\(root)/\(blob.path)"))
+        #expect(throws: SnapError.self) { try store.put(blob) }
+        #expect(try Fixtures.bytes("\(root)/\(blob.path)") == [9, 9, 9])
+    }
+
+    @Test("a failed commit leaves nothing behind")
+    func failedCommitRollsBack() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let upload = try Fixtures.pipeline().process(file: Fixtures.sample("snaps/phone-portrait.jpg"), key: "dir/a.jpg")
+        // A file where the manifest's directory should be makes publishing fail.
+        try Data().write(to: URL(fileURLWithPath: "\(root)/manifests/dir"))
+        #expect(throws: SnapError.self) { try store.commit(upload) }
+        #expect(try FileWalker.regularFiles(under: "\(root)/blobs").files.isEmpty)
+    }
+}
