@@ -104,7 +104,7 @@ echo "  params: $MARKER"
 rm -rf "$OUT/.complete" "$OUT/snaps" "$OUT/originals" "$OUT/heic" "$OUT/png" "$OUT/mixed" "$OUT/manifest.tsv"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/make-corpus.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+trap '[[ -n ${KEEP_TMP:-} ]] || rm -rf "$TMP"' EXIT
 
 # ---------------------------------------------------------------- sources
 if [[ -n $PHOTOS ]]; then
@@ -142,6 +142,7 @@ while IFS= read -r f; do
   if [[ $w -lt 1000 || $h -lt 1000 ]]; then echo "  skip (too small): $(basename "$f") ${w}x${h}"; continue; fi
   vips autorot "$f" "$TMP/src/a.v"
   vips colourspace "$TMP/src/a.v" "$TMP/src/$i.v" srgb
+  vips flip "$TMP/src/$i.v" "$TMP/src/${i}f.v" horizontal   # mirrored copy for "flipped" crops
   rm -f "$TMP/src/a.v"
   w=$(vipsheader -f width "$TMP/src/$i.v"); h=$(vipsheader -f height "$TMP/src/$i.v")
   printf '%s %s %s %s\n' "$i" "$w" "$h" "$(basename "$f")" >>"$TMP/sources.txt"
@@ -197,15 +198,19 @@ def exif_date(rng):
     return "%04d:%02d:%02d %02d:%02d:%02d" % (rng.randint(2021, 2024), rng.randint(1, 12),
             rng.randint(1, 28), rng.randint(7, 21), rng.randint(0, 59), rng.randint(0, 59))
 
-jobs, exif, manifest = [], [], []
+jobs, exif, manifest, noise_fields = [], [], [], set()
 cats = {"snaps": [], "originals": [], "heic": [], "png": []}
 
 def add(cat, rel, src, box, W, H, flip, orient, q, alpha=0.0, noise=0.0, phone=None, date=None):
     x, y, w, h = box
-    jobs.append([cat, rel, src[0], x, y, w, h, W, H, "1" if flip else "0", ROT[orient], q,
-                 "%.2f" % alpha, "%.1f" % noise])
-    cats[cat].append(rel)
     stored = (H, W) if orient in (6, 8) else (W, H)
+    # a flipped crop is the mirrored window of the pre-mirrored source "<idx>f"
+    jobs.append([cat, rel, src[0] + "f" if flip else src[0], src[1] - x - w if flip else x,
+                 y, w, h, W, H, ROT[orient], q, "%.2f" % alpha,
+                 "noise-%.1f-%dx%d" % ((noise,) + stored) if noise else "-"])
+    if noise:
+        noise_fields.add((noise,) + stored)
+    cats[cat].append(rel)
     tags = []
     if orient != 1:
         tags.append("-Orientation#=%d" % orient)
@@ -228,7 +233,7 @@ for i in range(1, n_orig + 1):
     box = crop(rng, s[1], s[2], W, H, 0.85, 99)
     add("originals", "originals/IMG_%04d.jpg" % i, s, box, W, H, rng.random() < 0.5,
         6 if portrait else 1, rng.choice([88, 90, 90, 90, 92]),
-        noise=round(rng.uniform(2.0, 4.0), 1), phone=rng.choice(PHONES), date=exif_date(rng))
+        noise=rng.choice([2.0, 3.0, 4.0]), phone=rng.choice(PHONES), date=exif_date(rng))
 
 # heic: phone-size, mostly portrait
 rng = rng_for("heic"); srcs = source_cycle(rng)
@@ -285,6 +290,9 @@ total = len(jobs)
 with open(os.path.join(tmp, "jobs.txt"), "w") as f:
     for n, j in enumerate(jobs, 1):
         f.write(" ".join(map(str, [j[0], n, total] + j[1:])) + "\n")
+with open(os.path.join(tmp, "noise.txt"), "w") as f:
+    for sigma, w, h in sorted(noise_fields):
+        f.write("noise-%.1f-%dx%d %d %d %.1f\n" % (sigma, w, h, w, h, sigma))
 with open(os.path.join(tmp, "exif.args"), "w") as f:
     f.write("".join(a + "\n" for a in exif))
 with open(os.path.join(tmp, "mixed.txt"), "w") as f:
@@ -301,33 +309,37 @@ PY
 make_one() {
   set -euo pipefail
   local cat=$1 n=$2 total=$3 rel=$4 src=$5 x=$6 y=$7 w=$8 h=$9
-  local W=${10} H=${11} flip=${12} rot=${13} q=${14} alpha=${15} noise=${16}
-  local t="$CORPUS_TMP/work/$n" ext="${rel##*.}" opts
+  local W=${10} H=${11} rot=${12} q=${13} alpha=${14} noise=${15}
+  local t="$CORPUS_TMP/work/$n" ext="${rel##*.}" opts cur
   mkdir -p "$t"
-  vips extract_area "$CORPUS_TMP/src/$src.v" "$t/crop.v" "$x" "$y" "$w" "$h"
-  # exact WxH: the crop already has the target aspect, so --crop trims <1px
-  vips thumbnail "$t/crop.v" "$t/cur.v" "$W" --height "$H" --crop centre
-  if [[ $flip == 1 ]]; then
-    vips flip "$t/cur.v" "$t/next.v" horizontal && mv "$t/next.v" "$t/cur.v"
-  fi
-  if [[ $noise != 0.0 ]]; then   # sensor-like grain so 12 MP files compress like real ones
-    vips gaussnoise "$t/noise.v" "$W" "$H" --sigma "$noise" --mean 0
-    vips add "$t/cur.v" "$t/noise.v" "$t/sum.v"
-    vips cast "$t/sum.v" "$t/cur.v" uchar   # clips to 0..255
-  fi
-  if [[ $alpha != 0.00 ]]; then  # soft elliptical vignette as alpha
-    vips mask_butterworth "$t/mask.v" "$W" "$H" 3 "$alpha" 0.5 --optical --uchar --reject
-    vips bandjoin "$t/cur.v $t/mask.v" "$t/next.v" && mv "$t/next.v" "$t/cur.v"
-  fi
   case $ext in
-    jpg) opts="[Q=$q,strip]" ;;
-    heic) opts="[Q=$q,strip]" ;;
+    jpg|heic) opts="[Q=$q,strip]" ;;
     png) opts="[strip]" ;;
   esac
-  if [[ $rot == d0 ]]; then
-    vips copy "$t/cur.v" "$t/out.$ext$opts"
+  local final="$t/out.$ext$opts"
+  # Each vips CLI call costs ~0.1 s of startup, so the last step of the chain
+  # writes the final file directly instead of going through another .v.
+  vips extract_area "$CORPUS_TMP/src/$src.v" "$t/crop.v" "$x" "$y" "$w" "$h"
+  # exact WxH: the crop already has the target aspect, so --crop trims <1px
+  if [[ $rot == d0 && $noise == - && $alpha == 0.00 ]]; then
+    vips thumbnail "$t/crop.v" "$final" "$W" --height "$H" --crop centre
   else
-    vips rot "$t/cur.v" "$t/out.$ext$opts" "$rot"
+    vips thumbnail "$t/crop.v" "$t/a.v" "$W" --height "$H" --crop centre
+    cur="$t/a.v"
+    if [[ $rot != d0 ]]; then   # store rotated; EXIF Orientation (set later) undoes it
+      if [[ $noise == - && $alpha == 0.00 ]]; then
+        vips rot "$cur" "$final" "$rot"; cur=
+      else
+        vips rot "$cur" "$t/b.v" "$rot"; cur="$t/b.v"
+      fi
+    fi
+    if [[ $noise != - ]]; then  # add precomputed sensor-like grain; the save clips to 0..255
+      vips add "$cur" "$CORPUS_TMP/$noise.v" "$final"; cur=
+    fi
+    if [[ $alpha != 0.00 ]]; then  # soft elliptical vignette as the alpha channel
+      vips mask_butterworth "$t/mask.v" "$W" "$H" 3 "$alpha" 0.5 --optical --uchar --reject
+      vips bandjoin "$cur $t/mask.v" "$final"
+    fi
   fi
   mv "$t/out.$ext" "$CORPUS_OUT/$rel"
   rm -rf "$t"
@@ -336,6 +348,15 @@ make_one() {
 export -f make_one
 export CORPUS_TMP="$TMP" CORPUS_OUT="$OUT"
 export VIPS_CONCURRENCY=1   # parallelism comes from xargs -P
+
+# Grain for the 12 MP originals: a few shared noise fields (rounded to signed
+# char), generated once instead of per image.
+while read -r name nw nh sigma; do
+  vips gaussnoise "$TMP/n.v" "$nw" "$nh" --sigma "$sigma" --mean 0
+  vips round "$TMP/n.v" "$TMP/r.v" rint
+  vips cast "$TMP/r.v" "$TMP/$name.v" char
+  rm -f "$TMP/n.v" "$TMP/r.v"
+done <"$TMP/noise.txt"
 
 mkdir -p "$OUT/snaps" "$OUT/originals" "$OUT/heic" "$OUT/png" "$OUT/mixed"
 NJOBS=$(wc -l <"$TMP/jobs.txt" | tr -d ' ')

@@ -167,7 +167,7 @@ def text_width(s, cell):
 
 # ---------- the scene
 
-def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=None):
+def scene(w, h, seed, sat=1.0, grain=0.006, texture=1.0, markers=True, frame=None, flowers=True, clouds=True, vignette=0.10, glow=0.35):
     """A photo-like landscape in sRGB floats [0,1], shape (h,w,3).
 
     Asymmetric on purpose: a big red block in the top-left corner, a blue/white
@@ -186,14 +186,15 @@ def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=Non
     if frame is not None:
         sun_y += frame * 0.05 * h
     d = np.hypot(xx - sun_x, yy - sun_y)
-    c.img += np.array([1.0, 0.80, 0.45]) * (0.35 * np.exp(-d / (0.22 * s)))[..., None]
+    c.img += np.array([1.0, 0.80, 0.45]) * (glow * np.exp(-d / (0.22 * s)))[..., None]
 
     # clouds
-    n = value_noise2(h, w, 3, max(2, round(5 * w / h)), rng, octaves=5)
+    n = value_noise2(h, w, 5, max(2, round(2.5 * w / h)), rng, octaves=5)
     cov = smoothstep(0.55, 0.72, n) * (1 - smoothstep(0.30 * h, 0.58 * h, yy))
-    shade = value_noise2(h, w, 6, max(2, round(10 * w / h)), rng, octaves=3)
+    shade = value_noise2(h, w, 10, max(2, round(5 * w / h)), rng, octaves=3)
     cloud = np.stack([0.96 - 0.18 * shade, 0.96 - 0.16 * shade, 0.98 - 0.10 * shade], axis=-1)
-    c.blend(cov * 0.9, cloud)
+    if clouds:
+        c.blend(cov * 0.9, cloud)
     c.circle(sun_x, sun_y, sun_r, (1.0, 0.95, 0.72))
 
     # balloons and a kite (coloured shapes)
@@ -215,6 +216,7 @@ def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=Non
     ridge1 = h * (0.56 + 0.035 * np.sin(2 * np.pi * x1 / w * 1.3 + 0.7)
                   + 0.06 * (value_noise1(w, 4, rng) - 0.5))
     tex = value_noise2(h, w, 12, max(2, round(12 * w / h)), rng, octaves=4)
+    tex = 0.5 + texture * (tex - 0.5)
     far = np.stack([0.40 + 0.05 * tex, 0.53 + 0.06 * tex, 0.58 + 0.04 * tex], axis=-1)
     c.blend(np.clip(yy - ridge1[None, :] + 0.5, 0, 1), far)
 
@@ -233,7 +235,8 @@ def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=Non
     centre = w * (0.62 + 0.07 * np.sin(v * 5.0))
     half = w * (0.004 + 0.10 * v ** 1.4)
     path_cov = np.clip(half - np.abs(xx - centre) + 0.5, 0, 1) * (yy > ridge2[None, :] + 2)
-    path = np.stack([0.74 + 0.10 * grass_tex, 0.64 + 0.09 * grass_tex, 0.48 + 0.08 * grass_tex], axis=-1)
+    pt = 0.5 + texture * (grass_tex - 0.5)
+    path = np.stack([0.74 + 0.10 * pt, 0.64 + 0.09 * pt, 0.48 + 0.08 * pt], axis=-1)
     c.blend(path_cov * (0.35 + 0.65 * v), path)
 
     # house on the left
@@ -257,19 +260,19 @@ def scene(w, h, seed, sat=1.0, grain=0.010, texture=1.0, markers=True, frame=Non
         c.circle(tx + 0.25 * r, ty - 2.3 * r, 0.55 * r, (0.16, 0.45, 0.16))
 
     # flowers in the foreground
-    n_fl = int(90 * w * h / 480000) + 12
+    n_fl = 0 if not flowers else int(60 * w * h / 480000) + 8
     cols = [(0.95, 0.85, 0.10), (0.90, 0.20, 0.55), (0.98, 0.98, 0.98), (0.60, 0.25, 0.85)]
     for i in range(n_fl):
         fx = rng.random() * w
         fy = ridge2[int(fx)] + 0.02 * h + rng.random() * (h - ridge2[int(fx)])
-        r = (0.003 + 0.006 * (fy / h) ** 2) * s
+        r = (0.002 + 0.005 * (fy / h) ** 3) * s
         c.circle(fx, fy, max(r, 0.8), cols[i % 4])
 
     # colour saturation and a gentle vignette
     lum = c.img @ np.array([0.2126, 0.7152, 0.0722])
     c.img = lum[..., None] + (c.img - lum[..., None]) * sat
     r2 = ((xx - w / 2) / (w / 2)) ** 2 + ((yy - h / 2) / (h / 2)) ** 2
-    c.img *= (1 - 0.10 * r2)[..., None]
+    c.img *= (1 - vignette * r2)[..., None]
 
     if markers:
         # big red block, top-left corner (wider than tall)
@@ -335,65 +338,139 @@ def swatches(cell=72, border=6):
         a[border:border + cell, x0:x0 + cell] = col
     return a
 
-def a98_compatible_icc():
-    """A minimal ICC v2.1 matrix/TRC display profile with the published Adobe RGB
-    (1998) primaries, D65 white and gamma 563/256, Bradford-adapted to D50.
-    Built from the numbers in the specification, so it carries no third-party
-    copyright; released CC0 with the samples."""
-    def xy2XYZ(x, y):
-        return np.array([x / y, 1.0, (1 - x - y) / y])
-    prim = np.array([xy2XYZ(0.64, 0.33), xy2XYZ(0.21, 0.71), xy2XYZ(0.15, 0.06)]).T
-    white = xy2XYZ(0.3127, 0.3290)
-    S = np.linalg.solve(prim, white)
-    M = prim * S  # RGB->XYZ (D65), columns are colorants
-    brad = np.array([[0.8951, 0.2664, -0.1614], [-0.7502, 1.7135, 0.0367], [0.0389, -0.0685, 1.0296]])
-    d50 = np.array([0.9642, 1.0, 0.8249])
-    cone = np.diag((brad @ d50) / (brad @ white))
-    A = np.linalg.inv(brad) @ cone @ brad
-    Md50 = A @ M
+# ---------- ICC profiles, built from published numbers (no third-party data)
 
-    def s15(v):
-        return struct.pack(">i", int(round(v * 65536)))
-    def xyz_tag(v):
-        return b"XYZ " + b"\0" * 4 + b"".join(s15(x) for x in v)
-    def text_tag(s):
-        return b"text" + b"\0" * 4 + s.encode("ascii") + b"\0"
-    def desc_tag(s):
-        b = s.encode("ascii") + b"\0"
-        return (b"desc" + b"\0" * 4 + struct.pack(">I", len(b)) + b + struct.pack(">II", 0, 0)
-                + struct.pack(">HB", 0, 0) + b"\0" * 67)
-    curv = b"curv" + b"\0" * 4 + struct.pack(">IH", 1, 563) + b"\0\0"
-    tags = [
-        (b"desc", desc_tag("A98-compatible RGB (SnapThumb, CC0)")),
-        (b"cprt", text_tag("CC0 - generated by SnapThumb Scripts/make-samples.sh")),
-        (b"wtpt", xyz_tag(white)),
-        (b"rXYZ", xyz_tag(Md50[:, 0])), (b"gXYZ", xyz_tag(Md50[:, 1])), (b"bXYZ", xyz_tag(Md50[:, 2])),
-        (b"rTRC", curv), (b"gTRC", curv), (b"bTRC", curv),
-    ]
+D50 = np.array([0.9642, 1.0, 0.8249])
+BRADFORD = np.array([[0.8951, 0.2664, -0.1614], [-0.7502, 1.7135, 0.0367], [0.0389, -0.0685, 1.0296]])
+
+def adapt(src, dst):
+    """Bradford chromatic adaptation matrix from white `src` to white `dst` (XYZ)."""
+    return np.linalg.inv(BRADFORD) @ np.diag((BRADFORD @ dst) / (BRADFORD @ src)) @ BRADFORD
+
+def xy_to_XYZ(x, y):
+    return np.array([x / y, 1.0, (1 - x - y) / y])
+
+def rgb_to_xyz_matrix(r, g, b, white):
+    prim = np.array([xy_to_XYZ(*r), xy_to_XYZ(*g), xy_to_XYZ(*b)]).T
+    return prim * np.linalg.solve(prim, xy_to_XYZ(*white))
+
+def s15(v):
+    return struct.pack(">i", int(round(v * 65536)))
+
+def xyz_tag(v):
+    return b"XYZ " + b"\0" * 4 + b"".join(s15(x) for x in v)
+
+def text_tag(s):
+    return b"text" + b"\0" * 4 + s.encode("ascii") + b"\0"
+
+def desc_tag(s):
+    b = s.encode("ascii") + b"\0"
+    return (b"desc" + b"\0" * 4 + struct.pack(">I", len(b)) + b + struct.pack(">II", 0, 0)
+            + struct.pack(">HB", 0, 0) + b"\0" * 67)
+
+def icc_profile(cls, space, pcs, tags):
+    """An ICC v2.1 profile: 128-byte header, tag table, tag data (identical tag
+    bodies are stored once and shared)."""
     table_size = 4 + 12 * len(tags)
     offset = 128 + table_size
     table = struct.pack(">I", len(tags)); data = b""; seen = {}
     for sig, body in tags:
-        if body in seen:
-            off = seen[body]
-        else:
-            while (offset + len(data)) % 4:
+        if body not in seen:
+            while len(data) % 4:
                 data += b"\0"
-            off = offset + len(data); seen[body] = off; data += body
-        table += sig + struct.pack(">II", off, len(body))
+            seen[body] = offset + len(data); data += body
+        table += sig + struct.pack(">II", seen[body], len(body))
     while len(data) % 4:
         data += b"\0"
     size = 128 + table_size + len(data)
-    header = (struct.pack(">I", size) + b"lcms" + struct.pack(">I", 0x02100000) + b"mntrRGB XYZ "
-              + struct.pack(">6H", 2024, 1, 1, 0, 0, 0) + b"acsp" + b"\0" * 4 + struct.pack(">I", 0)
-              + b"\0" * 4 + b"\0" * 4 + b"\0" * 8 + struct.pack(">I", 0)
-              + s15(0.9642) + s15(1.0) + s15(0.8249) + b"\0" * 4)
+    header = (struct.pack(">I", size) + b"\0" * 4 + struct.pack(">I", 0x02100000) + cls + space + pcs
+              + struct.pack(">6H", 2024, 1, 1, 0, 0, 0) + b"acsp" + b"\0" * 16 + b"\0" * 8
+              + struct.pack(">I", 0) + s15(D50[0]) + s15(D50[1]) + s15(D50[2]))
     header += b"\0" * (128 - len(header))
     return header + table + data
 
+CC0 = "CC0 - generated by SnapThumb Scripts/make-samples.sh"
+
+def a98_compatible_icc():
+    """Matrix/TRC display profile with the published Adobe RGB (1998) primaries,
+    D65 white and gamma 563/256, colorants Bradford-adapted to D50."""
+    d65 = xy_to_XYZ(0.3127, 0.3290)
+    M = adapt(d65, D50) @ rgb_to_xyz_matrix((0.64, 0.33), (0.21, 0.71), (0.15, 0.06), (0.3127, 0.3290))
+    curv = b"curv" + b"\0" * 4 + struct.pack(">IH", 1, 563) + b"\0\0"
+    return icc_profile(b"mntr", b"RGB ", b"XYZ ", [
+        (b"desc", desc_tag("A98-compatible RGB (SnapThumb, CC0)")),
+        (b"cprt", text_tag(CC0)),
+        (b"wtpt", xyz_tag(d65)),
+        (b"rXYZ", xyz_tag(M[:, 0])), (b"gXYZ", xyz_tag(M[:, 1])), (b"bXYZ", xyz_tag(M[:, 2])),
+        (b"rTRC", curv), (b"gTRC", curv), (b"bTRC", curv),
+    ])
+
+# A simple CMYK printer model: inks multiply the (sRGB-encoded) reflectance of
+# white paper; solid black leaves 8 %; 70 % grey component replacement.
+KMAX, GCR = 0.92, 0.7
+SRGB_D50 = adapt(xy_to_XYZ(0.3127, 0.3290), D50) @ rgb_to_xyz_matrix(
+    (0.64, 0.33), (0.30, 0.60), (0.15, 0.06), (0.3127, 0.3290))
+
+def cmyk_to_rgb(cmyk):
+    c, m, y, k = np.moveaxis(cmyk, -1, 0)
+    kk = 1 - KMAX * k
+    return np.stack([(1 - c) * kk, (1 - m) * kk, (1 - y) * kk], axis=-1)
+
+def rgb_to_cmyk(rgb):
+    rgb = np.clip(rgb, 0, 1)
+    k = GCR * (1 - rgb.max(axis=-1)) / KMAX
+    cmy = 1 - rgb / (1 - KMAX * k)[..., None]
+    return np.concatenate([np.clip(cmy, 0, 1), k[..., None]], axis=-1)
+
+def _lab_f(t):
+    d = 6 / 29
+    return np.where(t > d ** 3, np.cbrt(t), t / (3 * d * d) + 4 / 29)
+
+def _lab_finv(t):
+    d = 6 / 29
+    return np.where(t > d, t ** 3, 3 * d * d * (t - 4 / 29))
+
+def srgb_to_lab(rgb):
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    fx, fy, fz = np.moveaxis(_lab_f(lin @ SRGB_D50.T / D50), -1, 0)
+    return np.stack([116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)], axis=-1)
+
+def lab_to_srgb(lab):
+    L, a, b = np.moveaxis(lab, -1, 0)
+    fy = (L + 16) / 116
+    xyz = np.stack([_lab_finv(fy + a / 500), _lab_finv(fy), _lab_finv(fy - b / 200)], axis=-1) * D50
+    lin = np.clip(xyz @ np.linalg.inv(SRGB_D50).T, 0, 1)
+    return np.where(lin <= 0.0031308, lin * 12.92, 1.055 * lin ** (1 / 2.4) - 0.055)
+
+def mft2(inputs, outputs, grid, table):
+    """lut16Type with identity matrix and linear input/output tables."""
+    head = b"mft2" + b"\0" * 4 + struct.pack(">BBBB", inputs, outputs, grid, 0)
+    head += b"".join(s15(1.0 if i % 4 == 0 else 0.0) for i in range(9))
+    head += struct.pack(">HH", 2, 2)
+    lin = struct.pack(">HH", 0, 65535)
+    return head + lin * inputs + np.asarray(table).astype(">u2").tobytes() + lin * outputs
+
+def cmyk_icc(a2b_grid=9, b2a_grid=17):
+    """Output profile, PCS Lab (ICC v2 16-bit encoding), A2B and B2A as lut16."""
+    g = np.linspace(0, 1, a2b_grid)
+    cmyk = np.stack(np.meshgrid(g, g, g, g, indexing="ij"), axis=-1).reshape(-1, 4)
+    L, a, b = np.moveaxis(srgb_to_lab(cmyk_to_rgb(cmyk)), -1, 0)
+    enc = np.stack([L / 100 * 65280, (a + 128) * 256, (b + 128) * 256], axis=-1)
+    a2b = mft2(4, 3, a2b_grid, np.clip(np.round(enc), 0, 65535))
+    e = np.linspace(0, 65535, b2a_grid)
+    E = np.stack(np.meshgrid(e, e, e, indexing="ij"), axis=-1).reshape(-1, 3)
+    lab = np.stack([E[:, 0] / 65280 * 100, E[:, 1] / 256 - 128, E[:, 2] / 256 - 128], axis=-1)
+    b2a = mft2(3, 4, b2a_grid, np.clip(np.round(rgb_to_cmyk(lab_to_srgb(lab)) * 65535), 0, 65535))
+    return icc_profile(b"prtr", b"CMYK", b"Lab ", [
+        (b"desc", desc_tag("Simple CMYK (SnapThumb, CC0)")),
+        (b"cprt", text_tag(CC0)),
+        (b"wtpt", xyz_tag(D50)),
+        (b"A2B0", a2b), (b"A2B1", a2b), (b"B2A0", b2a), (b"B2A1", b2a),
+    ])
+
 def cmd_scenes(d):
-    up = scene(600, 400, seed=1)
-    write_pnm(f"{d}/upright.ppm", to8(up))
+    up = scene(600, 400, seed=1, grain=0.003)
+    write_pnm(f"{d}/upright.ppm", to8(up))  # also the source of the orientation set
     u8 = to8(up)
     for n in range(1, 9):
         write_pnm(f"{d}/orient-{n}.ppm", inverse_orientation(u8, n))
@@ -405,7 +482,8 @@ def cmd_scenes(d):
     write_pnm(f"{d}/swatches.ppm", to8(swatches()))
     write_pnm(f"{d}/cmyk.ppm", to8(scene(800, 600, seed=7)))
     write_pnm(f"{d}/heic.ppm", to8(scene(1512, 2016, seed=8, sat=1.25, grain=0.006)))
-    write_pnm(f"{d}/sixteen.ppm", to16(scene(600, 800, seed=9, grain=0.0, texture=0.35)))
+    write_pnm(f"{d}/sixteen.ppm", to16(scene(600, 800, seed=9, grain=0.0, texture=0.0, flowers=False, clouds=False,
+                                                   vignette=0.0, glow=0.0)))
     write_pnm(f"{d}/webp.ppm", to8(scene(1200, 900, seed=10)))
     for k in range(3):
         write_pnm(f"{d}/frame{k}.ppm", to8(scene(200, 200, seed=11, grain=0.0, frame=k)))
@@ -417,34 +495,33 @@ def cmd_scenes(d):
     sticker(d)
     with open(f"{d}/a98.icc", "wb") as f:
         f.write(a98_compatible_icc())
+    with open(f"{d}/cmyk.icc", "wb") as f:
+        f.write(cmyk_icc())
 
 def sticker(d):
     """RGBA sticker: opaque badge with a white rim, a soft half-transparent shadow,
     and fully transparent surroundings whose hidden RGB is magenta, so a resize
-    that does not premultiply shows magenta fringes."""
+    that does not premultiply shows magenta fringes. Drawn premultiplied
+    (r*a, g*a, b*a, a), then un-premultiplied, so edge pixels carry the shape's
+    own colour, never the magenta."""
     w = h = 400
-    col = Canvas(w, h); alpha = Canvas(w, h, channels=1)
-    col.img[:] = (1.0, 0.0, 1.0)
+    c = Canvas(w, h, channels=4)
     cx, cy, R = 190, 185, 150
-    # shadow: colour black, alpha 0.45 fading out
     yy, xx = np.mgrid[0:h, 0:w] + 0.5
     dsh = np.hypot(xx - cx - 14, yy - cy - 16)
-    sh = 0.45 * np.clip((R + 14 - dsh) / 22, 0, 1)
-    col.img = col.img * (1 - (sh > 0)[..., None]) + 0.0 * (sh > 0)[..., None]
-    alpha.img[..., 0] = sh
-    # rim and badge (opaque)
-    for r, rgb in ((R, (1, 1, 1)), (R - 12, (0.98, 0.55, 0.10))):
-        col.circle(cx, cy, r, rgb); alpha.circle(cx, cy, r, (1.0,))
-    col.circle(cx, cy, R - 40, (1.0, 0.80, 0.20))
-    # red square (upper left of the badge) and TOP
-    col.rect(cx - 95, cy - 95, cx - 45, cy - 45, (0.85, 0.05, 0.05))
-    text(col, "TOP", cx - text_width("TOP", 7) / 2, cy - 25, 7, (0.15, 0.10, 0.40), shadow=(1, 1, 1))
-    col.circle(cx + 60, cy + 70, 18, (0.10, 0.30, 0.90))
-    rgb = col.img
-    # where the alpha is zero the colour must stay magenta
-    rgb[alpha.img[..., 0] <= 0] = (1.0, 0.0, 1.0)
+    c.blend(0.45 * np.clip((R + 14 - dsh) / 22, 0, 1), (0, 0, 0, 1))
+    c.circle(cx, cy, R, (1, 1, 1, 1))
+    c.circle(cx, cy, R - 12, (0.98, 0.55, 0.10, 1))
+    c.circle(cx, cy, R - 40, (1.0, 0.80, 0.20, 1))
+    c.rect(cx - 95, cy - 95, cx - 45, cy - 45, (0.85, 0.05, 0.05, 1))
+    text(c, "TOP", cx - text_width("TOP", 7) / 2, cy - 25, 7, (0.15, 0.10, 0.40, 1), shadow=(1, 1, 1, 1))
+    c.circle(cx + 60, cy + 70, 18, (0.10, 0.30, 0.90, 1))
+    a = np.clip(c.img[..., 3], 0, 1)
+    a8 = to8(a)
+    rgb = c.img[..., :3] / np.maximum(a, 1e-9)[..., None]
+    rgb[a8 == 0] = (1.0, 0.0, 1.0)
     write_pnm(f"{d}/sticker-rgb.ppm", to8(rgb))
-    write_pnm(f"{d}/sticker-a.pgm", to8(alpha.img[..., 0]))
+    write_pnm(f"{d}/sticker-a.pgm", a8)
 
 # ---------- broken files
 
@@ -572,8 +649,8 @@ ET "${camera[@]}" -Orientation#=6 "-DateTimeOriginal=2024:06:15 14:35:02" \
 
 vips copy "$T/gps.ppm" "$S/gps-tagged.jpg[Q=80,optimize_coding]"
 ET "${camera[@]}" -Orientation#=1 "-DateTimeOriginal=2024:06:16 09:05:44" \
-   -GPSLatitude=51.477928 -GPSLatitudeRef=N -GPSLongitude=0.001545 -GPSLongitudeRef=W \
-   -GPSAltitude=46 -GPSAltitudeRef=0 "-GPSDateStamp=2024:06:16" "-GPSTimeStamp=08:05:44" \
+   -GPS:GPSLatitude=51.477928 -GPS:GPSLatitudeRef=N -GPS:GPSLongitude=0.001545 -GPS:GPSLongitudeRef=W \
+   -GPS:GPSAltitude=46 -GPS:GPSAltitudeRef=0 "-GPS:GPSDateStamp=2024:06:16" "-GPS:GPSTimeStamp=08:05:44" \
    "-XMP-dc:Title=Sample with location" "-XMP-dc:Creator=SnapThumb samples" \
    "-XMP-dc:Subject=sample" "-XMP-dc:Subject=privacy" "-XMP-dc:Subject=gps" \
    "-XMP-exif:GPSLatitude=51.477928" "-XMP-exif:GPSLongitude=-0.001545" \
@@ -591,8 +668,9 @@ vips icc_transform "$T/a98.ppm" "$T/a98.v" "$T/a98.icc" --input-profile srgb
 vips insert "$T/a98.v" "$T/swatches.ppm" "$T/a98s.v" 24 664
 vips copy "$T/a98s.v" "$S/adobe-rgb.jpg[Q=88,optimize_coding]"
 
-# CMYK via libvips' built-in "cmyk" profile (public domain), then a copy without it
-vips icc_transform "$T/cmyk.ppm" "$S/cmyk-profile.jpg[Q=85,optimize_coding]" cmyk --input-profile srgb
+# CMYK with the small CMYK profile generated above (libvips' built-in "cmyk"
+# profile would add ~1 MB), then a copy without the profile
+vips icc_transform "$T/cmyk.ppm" "$S/cmyk-profile.jpg[Q=85,optimize_coding]" "$T/cmyk.icc" --input-profile srgb
 cp "$S/cmyk-profile.jpg" "$S/cmyk-noprofile.jpg"
 ET -ICC_Profile:all= "$S/cmyk-noprofile.jpg"
 
@@ -604,7 +682,7 @@ vips heifsave "$T/heic.v" "$S/iphone.heic" --Q 45 --compression hevc
 vips bandjoin "$T/sticker-rgb.ppm $T/sticker-a.pgm" "$S/alpha.png[compression=9]"
 
 # 16-bit RGB
-vips copy "$T/sixteen.ppm" "$S/sixteen-bit.png[compression=9]"
+vips copy "$T/sixteen.ppm" "$S/sixteen-bit.png[compression=9,filter=up]"
 
 # WebP
 vips webpsave "$T/webp.ppm" "$S/landscape.webp" --Q 75
@@ -628,7 +706,8 @@ python3 "$T/gen.py" bad "$B" "$T/bad-src.jpg" "$T/small.jpg"
 vips tiffsave "$T/tiff.ppm" "$B/tiff-image.tif" --compression deflate
 
 # --------------------------------------------------------------------- README
-cat >"$OUT/README.md" <<'MD'
+mkdir -p "$ROOT/docs"
+cat >"$ROOT/docs/samples.md" <<'MD'
 # Sample images
 
 Every file here is synthetic: drawn from fixed seeds by
@@ -636,10 +715,9 @@ Every file here is synthetic: drawn from fixed seeds by
 libvips for encoding and colour conversion, exiftool for metadata, ImageMagick
 for the GIF) and released under **CC0 1.0** (public domain dedication). No
 photograph, third-party image or third-party ICC profile is included: the P3
-profile is libvips' built-in `p3` (sP3C, CC0), the CMYK profile is libvips'
-built-in `cmyk` ("Chemical proof", public domain, Graeme W. Gill), and the
-Adobe-RGB-compatible profile is generated by the script from the published
-primaries.
+profile is libvips' built-in `p3` (sP3C, marked CC0 in the profile itself); the
+Adobe-RGB-compatible profile and the CMYK profile are generated by the script
+from published numbers (primaries, white point, gamma) and a simple ink model.
 
 Regenerate with `Scripts/make-samples.sh` from the repository root; for the
 same tool versions the output is byte-identical. The script ends with checks
@@ -652,6 +730,9 @@ than tall), a **blue/white checker in the top-right corner**, the word
 
 Expected outcome uses SnapThumb's error codes (`unsupported`, `too-large`,
 `corrupt`), with the default settings (`failOn: warning`, 100 Mpx limit).
+
+Every JPEG written by libvips carries a minimal EXIF block (resolution,
+`Orientation`, pixel dimensions); exiftool then sets the tags listed below.
 
 ## orientation/
 
@@ -681,11 +762,11 @@ difference below 3 after `vips autorot` and after `vipsthumbnail`).
 | `gps-tagged.jpg` | privacy: location and descriptive metadata must not reach outputs | scene 1080×1440, JPEG Q80; EXIF GPS (lat/lon/alt/time), an XMP packet (dc:title, dc:subject, exif:GPS*), IPTC keywords/city/by-line | processed; outputs carry no GPS/XMP/IPTC |
 | `display-p3.jpg` | wide-gamut input that must be converted, not reinterpreted | saturated scene 1024×768 converted sRGB→Display P3 (libvips `p3`, embedded), then a strip of pure P3 primaries/secondaries (outside sRGB) pasted bottom-left; JPEG Q88 | processed; colours converted to sRGB (swatches clip) |
 | `adobe-rgb.jpg` | Adobe RGB (1998) input | saturated scene 1024×768 converted sRGB→A98-compatible profile built by the script (embedded), plus pure-primary swatches; JPEG Q88 | processed; colours converted to sRGB |
-| `cmyk-profile.jpg` | CMYK JPEG with its profile | scene 800×600 converted sRGB→CMYK with libvips `cmyk` (embedded), JPEG Q85 (Adobe APP14) | processed; converted with the embedded profile |
-| `cmyk-noprofile.jpg` | CMYK JPEG without a profile | `cmyk-profile.jpg` with the ICC profile removed (exiftool, pixels untouched) | processed; converted with a fallback CMYK profile |
-| `iphone.heic` | HEIC as phones write it | scene 1512×2016 converted to Display P3 (embedded `nclx`/ICC via libheif), HEVC Q45 | processed |
-| `alpha.png` | transparency | RGBA 400×400: opaque badge, half-transparent soft shadow, fully transparent elsewhere; the hidden colour of transparent pixels is **magenta**, so a resize that does not premultiply shows magenta fringes | processed; flattened on the background colour, no magenta |
-| `sixteen-bit.png` | 16 bits per channel | smooth scene 600×800, RGB 16-bit (`rgb16`) | processed |
+| `cmyk-profile.jpg` | CMYK JPEG with its profile | scene 800×600 converted sRGB→CMYK with a small CMYK output profile generated by the script ("Simple CMYK", lut16 A2B/B2A, 79 KB, embedded), JPEG Q85 (Adobe APP14) | processed; converted with the embedded profile (looks like the other scenes) |
+| `cmyk-noprofile.jpg` | CMYK JPEG without a profile | `cmyk-profile.jpg` with the ICC profile removed (exiftool, pixels untouched) | processed; converted with a fallback CMYK profile (libvips' built-in one gives duller colours than `cmyk-profile.jpg` — expected) |
+| `iphone.heic` | HEIC as phones write it | scene 1512×2016 converted to Display P3 (ICC profile embedded by libvips/libheif), HEVC 8-bit Q45 | processed; colours converted from P3 |
+| `alpha.png` | transparency | RGBA 400×400: opaque badge, half-transparent soft shadow, fully transparent elsewhere; the hidden colour of fully transparent pixels is **magenta** (edge pixels carry the shape's own colour), so a resize that does not premultiply shows magenta fringes | processed; flattened on the background colour, no magenta |
+| `sixteen-bit.png` | 16 bits per channel | scene 600×800 computed in float and stored as RGB 16-bit (`rgb16`); no grain or texture (smooth gradients keep the file small) | processed |
 | `landscape.webp` | WebP | scene 1200×900, lossy WebP Q75 | processed |
 | `animated.gif` | animation | 3 frames 200×200 (frame number drawn bottom right; sun and balloons move), 128 colours, loops | processed; first frame only |
 | `tiny.png` | smaller than a 100 px thumbnail | scene reduced to 40×30 | processed; upscaled |
@@ -695,8 +776,8 @@ difference below 3 after `vips autorot` and after `vipsthumbnail`).
 
 | File | Covers | How it was made | Expected |
 |---|---|---|---|
-| `truncated.jpg` | file cut short | an 800×600 JPEG cut to half its bytes (no EOI) | refused: `corrupt` |
-| `corrupt.jpg` | damaged entropy-coded data, headers intact | an 800×600 JPEG with 1536 pseudo-random bytes written over the middle of the scan | refused: `corrupt` (libjpeg warns; `failOn: warning`) |
+| `truncated.jpg` | file cut short | an 800×600 JPEG cut to half its bytes (no EOI) | refused: `corrupt` (libvips fails it with `fail_on=truncated` or stricter; with `none` the bottom is grey) |
+| `corrupt.jpg` | damaged entropy-coded data, headers intact | an 800×600 JPEG with 1536 pseudo-random bytes written over the middle of the scan | refused: `corrupt` — only with `fail_on=warning` (the default): libjpeg reports "Corrupt JPEG data" as a warning, so `error`/`truncated` decode garbage |
 | `not-an-image.jpg` | extension lies | plain text named `.jpg` | refused: `unsupported` |
 | `empty.png` | zero bytes | empty file | refused: `corrupt` |
 | `vector.svg` | SVG must not be loaded | a small hand-written valid SVG | refused: `unsupported` |
@@ -715,7 +796,7 @@ MD
 # ---------------------------------------------------------------------- checks
 echo "checking..." >&2
 fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
-hdr() { vipsheader -f "$2" "$1"; }
+hdr() { vipsheader -a "$1" | sed -n "s/^$2: //p"; }
 # mean and max absolute difference of two images of the same size
 diffstat() {
     [ "$(hdr "$1" width)x$(hdr "$1" height)" = "$(hdr "$2" width)x$(hdr "$2" height)" ] || { echo "size 999"; return; }
@@ -760,7 +841,7 @@ expect "$S/phone-rotated.jpg" width 1440; expect "$S/phone-rotated.jpg" height 1
 [ "$(exiftool -s3 -n -Orientation "$S/phone-rotated.jpg")" = 6 ] || fail "phone-rotated orientation"
 vips autorot "$S/phone-rotated.jpg" "$T/pr.v"; expect "$T/pr.v" width 1080
 [ -n "$(exiftool -s3 -DateTimeOriginal -Make -Model "$S/phone-portrait.jpg")" ] || fail "phone-portrait EXIF"
-for tag in GPSLatitude GPSLongitude XMP-dc:Subject IPTC:Keywords; do
+for tag in GPS:GPSLatitude GPS:GPSLongitude GPS:GPSAltitude XMP-exif:GPSLatitude XMP-dc:Subject IPTC:Keywords; do
     [ -n "$(exiftool -s3 "-$tag" "$S/gps-tagged.jpg")" ] || fail "gps-tagged: no $tag"
 done
 [ "$(exiftool -s3 -ProfileDescription "$S/display-p3.jpg")" = sP3C ] || fail "display-p3 profile"
@@ -770,6 +851,20 @@ expect "$S/cmyk-noprofile.jpg" interpretation cmyk
 vipsheader -a "$S/cmyk-profile.jpg" | grep '^icc-profile-data' >/dev/null || fail "cmyk-profile has no profile"
 ! vipsheader -a "$S/cmyk-noprofile.jpg" | grep '^icc-profile-data' >/dev/null || fail "cmyk-noprofile has a profile"
 vipsheader -a "$S/iphone.heic" | grep '^icc-profile-data' >/dev/null || fail "iphone.heic has no profile"
+[ "$(exiftool -s3 -ProfileDescription "$S/iphone.heic")" = sP3C ] || fail "iphone.heic profile is not P3"
+[ "$(exiftool -s3 -ProfileDescription "$S/cmyk-profile.jpg")" = "Simple CMYK (SnapThumb, CC0)" ] || fail "cmyk profile"
+# the generated CMYK profile must round-trip: sRGB -> CMYK -> sRGB close to the start
+vips icc_transform "$T/cmyk.ppm" "$T/c.v" "$T/cmyk.icc" --input-profile srgb
+vips icc_transform "$T/c.v" "$T/c2.v" srgb --input-profile "$T/cmyk.icc"
+read -r cmean _ < <(diffstat "$T/c2.v" "$T/cmyk.ppm")
+lt "$cmean" 2 || fail "CMYK profile round trip mean error $cmean"
+# the generated A98 profile must be invertible too
+vips icc_transform "$T/a98.ppm" "$T/r.v" "$T/a98.icc" --input-profile srgb
+vips icc_transform "$T/r.v" "$T/r2.v" srgb --input-profile "$T/a98.icc"
+read -r amean _ < <(diffstat "$T/r2.v" "$T/a98.ppm")
+lt "$amean" 1 || fail "A98 profile round trip mean error $amean"
+# bad files: header-level facts the expectations rely on
+vips copy "$T/bad-src.jpg" "$T/x.v" 2>/dev/null || fail "bad-src.jpg (before damage) does not load"
 expect "$S/iphone.heic" vips-loader heifload
 [ "$(stat -c %s "$S/iphone.heic")" -lt 400000 ] || fail "iphone.heic too big"
 expect "$S/alpha.png" bands 4

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages SnapThumb needs, only when they are missing.
+# Safe to run again and again; used by run-samples.sh and test.sh.
+set -euo pipefail
+
+packages=()
+pkg-config --exists vips 2>/dev/null || packages+=(libvips-dev)
+pkg-config --exists libexif 2>/dev/null || packages+=(libexif-dev)
+command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)
+# vipsthumbnail: the benchmark's reference side.
+command -v vipsthumbnail >/dev/null 2>&1 || packages+=(libvips-tools)
+[ -e /usr/include/libimagequant.h ] || packages+=(libimagequant-dev)
+
+if [ ${#packages[@]} -gt 0 ]; then
+  echo "setup: installing ${packages[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+command -v swift >/dev/null 2>&1 || { echo "setup: swift is not on PATH (Swift 6 toolchain needed)" >&2; exit 1; }
