@@ -13,15 +13,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev and
-        // zlib come with libvips-dev).
+        // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
+        // libjpeg62-turbo-dev and zlib come with libvips-dev).
         .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
         // Fixed-argument wrappers for libvips' variadic calls and macros.
         .target(
             name: "CSnapShim",
             dependencies: ["CVips", "CExif"],
-            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp")]
+            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg")]
         ),
         // The one module with unsafe C interop. Nothing above it sees a pointer.
         .target(name: "VipsKit", dependencies: ["CSnapShim"]),

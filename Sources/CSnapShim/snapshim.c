@@ -1,10 +1,14 @@
+#define _GNU_SOURCE 1
 #include "snapshim.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <libexif/exif-data.h>
 #include <libimagequant.h>
 #include <zlib.h>
+#include <setjmp.h>
+#include <jpeglib.h>
 
 /* libgomp is linked through libimagequant; its header is not always installed. */
 extern void omp_set_num_threads(int n);
@@ -346,3 +350,64 @@ snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, 
 }
 
 const char *snap_zlib_version(void) { return zlibVersion(); }
+
+struct snap_jpeg_error {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+};
+
+static void
+snap_jpeg_error_exit(j_common_ptr cinfo)
+{
+	struct snap_jpeg_error *err = (struct snap_jpeg_error *) cinfo->err;
+	longjmp(err->jump, 1);
+}
+
+static void snap_jpeg_silent(j_common_ptr cinfo, int level) { (void) cinfo; (void) level; }
+
+int
+snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
+                     int optimize_coding, unsigned char **out, size_t *out_len)
+{
+	struct jpeg_compress_struct cinfo;
+	struct snap_jpeg_error jerr;
+	unsigned char *buffer = NULL;
+	unsigned long length = 0;
+
+	cinfo.err = jpeg_std_error(&jerr.pub);
+	jerr.pub.error_exit = snap_jpeg_error_exit;
+	jerr.pub.emit_message = snap_jpeg_silent;
+	if (setjmp(jerr.jump)) {
+		jpeg_destroy_compress(&cinfo);
+		free(buffer);
+		return -1;
+	}
+	jpeg_create_compress(&cinfo);
+	jpeg_mem_dest(&cinfo, &buffer, &length);
+	cinfo.image_width = (JDIMENSION) width;
+	cinfo.image_height = (JDIMENSION) height;
+	cinfo.input_components = 3;
+	cinfo.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&cinfo);
+	jpeg_set_quality(&cinfo, quality, TRUE);
+	cinfo.optimize_coding = optimize_coding ? TRUE : FALSE;
+	cinfo.write_JFIF_header = FALSE;
+	cinfo.write_Adobe_marker = FALSE;
+	/* Chroma: 4:2:0 below quality 90, 4:4:4 at and above (libvips' "auto"). */
+	int h = quality < 90 ? 2 : 1;
+	cinfo.comp_info[0].h_samp_factor = h;
+	cinfo.comp_info[0].v_samp_factor = h;
+	jpeg_start_compress(&cinfo, TRUE);
+	size_t stride = (size_t) width * 3;
+	while (cinfo.next_scanline < cinfo.image_height) {
+		JSAMPROW row = (JSAMPROW) (rgb + cinfo.next_scanline * stride);
+		jpeg_write_scanlines(&cinfo, &row, 1);
+	}
+	jpeg_finish_compress(&cinfo);
+	jpeg_destroy_compress(&cinfo);
+	*out = buffer;
+	*out_len = length;
+	return 0;
+}
+
+int snap_syncfs(int fd) { return syncfs(fd); }

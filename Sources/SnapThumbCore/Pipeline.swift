@@ -55,17 +55,18 @@ public struct Pipeline: Sendable {
 
         let snap = try DecodeStep.run(source, digest: sourceDigest, settings: settings, need: need, onImage: onImage)
         do {
-            let square = try snap.image.thumbnail(width: settings.square.size, height: settings.square.size, crop: settings.square.crop)
+            let side = settings.square.size
+            let square = try snap.image.thumbnail(width: side, height: side, crop: settings.square.crop).pixels()
             let jpeg = try JPEGBudgetSearch.fit(
                 range: settings.square.qualityMin...settings.square.qualityMax,
                 budget: settings.square.budget.map { Budget(limit: $0, mode: settings.budgetMode) },
-                encode: { try square.jpeg(quality: $0) })
+                encode: { try JPEG.encode(rgb: square, width: side, height: side, quality: $0) })
 
             // The grid averages 4×4 blocks of a square crop made the same way as square100.
-            let gridSource = 4 * pixel.grid == settings.square.size
+            let gridSource = 4 * pixel.grid == side
                 ? square
-                : try snap.image.thumbnail(width: 4 * pixel.grid, height: 4 * pixel.grid, crop: settings.square.crop)
-            let gridRGB = try gridSource.shrunk(4, 4).pixels()
+                : try snap.image.thumbnail(width: 4 * pixel.grid, height: 4 * pixel.grid, crop: settings.square.crop).pixels()
+            let gridRGB = boxShrink(rgb: gridSource, side: 4 * pixel.grid, factor: 4)
             let art = try PixelArtStep.run(rgb: gridRGB, grid: pixel.grid, settings: pixel, mode: settings.budgetMode)
 
             let outputs: [(String, Fitted, String, Int)] = [
@@ -98,4 +99,24 @@ public struct Pipeline: Sendable {
     public func process(file path: String, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
         try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
     }
+}
+
+/// Each output pixel is the rounded mean of a `factor`×`factor` block of packed RGB.
+func boxShrink(rgb: [UInt8], side: Int, factor: Int) -> [UInt8] {
+    let out = side / factor
+    let area = factor * factor
+    var result = [UInt8](repeating: 0, count: out * out * 3)
+    for y in 0..<out {
+        for x in 0..<out {
+            for band in 0..<3 {
+                var sum = 0
+                for dy in 0..<factor {
+                    let row = (y * factor + dy) * side
+                    for dx in 0..<factor { sum += Int(rgb[(row + x * factor + dx) * 3 + band]) }
+                }
+                result[(y * out + x) * 3 + band] = UInt8((sum + area / 2) / area)
+            }
+        }
+    }
+    return result
 }

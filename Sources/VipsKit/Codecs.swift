@@ -77,3 +77,31 @@ public enum Zlib {
         return out
     }
 }
+
+/// libjpeg, for encoding small thumbnails without a libvips pipeline per encode.
+public enum JPEG {
+    /// A baseline JPEG of packed 8-bit RGB with no metadata markers at all.
+    public static func encode(rgb: [UInt8], width: Int, height: Int, quality: Int, optimizeCoding: Bool = true) throws -> [UInt8] {
+        precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = rgb.withUnsafeBufferPointer {
+            snap_jpeg_encode_rgb($0.baseAddress, Int32(width), Int32(height), Int32(quality), optimizeCoding ? 1 : 0, &out, &length)
+        }
+        guard status == 0, let out else { throw VipsError(operation: "jpeg_encode", message: "libjpeg could not encode \(width)×\(height)") }
+        defer { snap_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: length))
+    }
+}
+
+/// File-system calls Swift's Glibc module does not export.
+public enum FileSystem {
+    /// Flushes every dirty page and inode of the filesystem holding `path`.
+    /// Returns 0, or an errno value.
+    public static func syncfs(_ path: String) -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        return snap_syncfs(fd) == 0 ? 0 : errno
+    }
+}

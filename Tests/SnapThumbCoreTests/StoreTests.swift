@@ -99,17 +99,40 @@ struct StoreTests {
         #expect(text.contains("c.jpg.json") && text.contains("schema"))
     }
 
-    @Test("a blob that exists with other bytes is an error, never overwritten")
-    func noReplace() throws {
+    @Test("an existing blob is reused; one whose bytes do not match its name is repaired")
+    func existingBlobs() throws {
         let root = Fixtures.tempDirectory()
         defer { Fixtures.remove(root) }
         let store = try Store(root: root)
         let blob = Blob([1, 2, 3])
         #expect(try store.put(blob))
         #expect(try !store.put(blob))
-        try Data([9, 9, 9]).write(to: URL(fileURLWithPath: "\(root)/\(blob.path)"))
-        #expect(throws: SnapError.self) { try store.put(blob) }
-        #expect(try Fixtures.bytes("\(root)/\(blob.path)") == [9, 9, 9])
+        // What a power cut before a group sync can leave: the name, without the bytes.
+        try Data().write(to: URL(fileURLWithPath: "\(root)/\(blob.path)"))
+        #expect(try !store.put(blob))
+        #expect(try Fixtures.bytes("\(root)/\(blob.path)") == [1, 2, 3])
+    }
+
+    @Test("a batch commit publishes every manifest over durable blobs, and fails per upload")
+    func batch() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let pipeline = try Fixtures.pipeline()
+        let uploads = try ["snaps/phone-portrait.jpg", "snaps/landscape.webp", "snaps/tiny.png"].map {
+            try pipeline.process(file: Fixtures.sample($0), key: "batch/\(($0 as NSString).lastPathComponent)")
+        }
+        // An upload that cannot be published fails alone and leaves nothing.
+        let grey = try pipeline.process(file: Fixtures.sample("snaps/grey.jpg"), key: "grey.jpg")
+        var escaping = grey.manifest
+        escaping.key = "../grey.jpg"
+        let results = store.commitBatch(uploads + [ProcessedUpload(manifest: escaping, blobs: grey.blobs)])
+        #expect(results.prefix(3).allSatisfy { $0 == nil })
+        #expect(results[3]?.code == .unsafeName)
+        let report = try StoreVerifier.verify(root: root)
+        #expect(report.isClean, "\(report.problems)")
+        #expect(report.manifests == 3)
+        for blob in grey.blobs { #expect(!FileManager.default.fileExists(atPath: "\(root)/\(blob.path)")) }
     }
 
     @Test("a failed commit leaves nothing behind")

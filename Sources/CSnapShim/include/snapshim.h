@@ -70,6 +70,13 @@ int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
 
 /* Encode a stripped, baseline JPEG. subsample: VipsForeignSubsample. */
 int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample);
+/* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
+ * pipeline per encode (a budget search encodes several times), no markers
+ * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). 4:2:0 below quality 90, like
+ * libvips' default. The buffer is malloc'd: free with snap_free. */
+int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
+                         int optimize_coding, unsigned char **out, size_t *out_len);
+
 /* Uncompressed pixels, row-major (caller frees with snap_free). */
 int snap_write_memory(VipsImage *in, void **buf, size_t *len);
 /* Make a uchar sRGB image from packed RGB bytes (copied). */
@@ -99,5 +106,8 @@ unsigned long snap_crc32(unsigned long crc, const void *data, size_t len);
 int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, size_t *out_len);
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
+
+/* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
+int snap_syncfs(int fd);
 
 #endif

@@ -96,12 +96,21 @@ public struct Backfill: Sendable {
         let ticker = Ticker(interval: interval) {
             onProgress(tally.progress(total: files.count, since: start))
         }
-        WorkerPool.run(count: files.count, jobs: jobs) { index in
-            let entry = files[index]
-            let outcome = processOne(entry)
+        let finish: @Sendable (FileWalker.Entry, FileOutcome) -> Void = { entry, outcome in
             tally.record(entry, outcome)
             onOutcome(entry, outcome)
         }
+        let committer = GroupCommitter<FileWalker.Entry>(store: store) { entry, upload, error in
+            finish(entry, error.map(FileOutcome.failed) ?? .processed(upload.manifest))
+        }
+        WorkerPool.run(count: files.count, jobs: jobs) { index in
+            let entry = files[index]
+            switch prepare(entry) {
+            case .ready(let upload): committer.submit(upload, tag: entry)
+            case .done(let outcome): finish(entry, outcome)
+            }
+        }
+        committer.finish()
         ticker.stop()
         onProgress(tally.progress(total: files.count, since: start))
 
@@ -112,28 +121,29 @@ public struct Backfill: Sendable {
         return summary
     }
 
-    /// One file: skip if already done with this recipe, else process and commit.
-    public func processOne(_ entry: FileWalker.Entry) -> FileOutcome {
+    enum Prepared {
+        /// Processed, waiting to be committed.
+        case ready(ProcessedUpload)
+        /// Skipped or failed.
+        case done(FileOutcome)
+    }
+
+    /// One file: skip it if it is already done with this recipe, else process it.
+    func prepare(_ entry: FileWalker.Entry) -> Prepared {
         do {
             let key = entry.relativePath
+            let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
             if let existing = try store.manifest(for: key),
                existing.recipe.digest == pipeline.recipe.digest,
-               existing.source.bytes == entry.size {
-                let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
-                if existing.source.digest == "sha256:" + source.withBytes({ SHA256.hex($0) }) {
-                    return .skipped
-                }
-                let upload = try pipeline.process(source, key: key)
-                try store.commit(upload)
-                return .processed(upload.manifest)
+               existing.source.bytes == source.count,
+               existing.source.digest == "sha256:" + source.withBytes({ SHA256.hex($0) }) {
+                return .done(.skipped)
             }
-            let upload = try pipeline.process(file: entry.path, key: key)
-            try store.commit(upload)
-            return .processed(upload.manifest)
+            return .ready(try pipeline.process(source, key: key))
         } catch let error as SnapError {
-            return .failed(error)
+            return .done(.failed(error))
         } catch {
-            return .failed(SnapError(.internal, "\(error)"))
+            return .done(.failed(SnapError(.internal, "\(error)")))
         }
     }
 }

@@ -42,8 +42,9 @@ enum Durable {
         "\(directory)/.tmp-\(getpid())-\(counter.next())-\(name.prefix(40))"
     }
 
-    /// Writes `bytes` to a new file at `path` (which must not exist) and fsyncs it.
-    static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
+    /// Writes `bytes` to a new file at `path` (which must not exist) and fsyncs it
+    /// unless `sync` is false (a group commit syncs the filesystem once instead).
+    static func writeNew(_ path: String, _ bytes: [UInt8], sync: Bool = true) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SnapError.io("cannot create", path, errno: errno) }
         var ok = false
@@ -59,7 +60,7 @@ enum Durable {
                 done += n
             }
         }
-        guard fsync(fd) == 0 else { throw SnapError.io("cannot fsync", path, errno: errno) }
+        if sync, fsync(fd) != 0 { throw SnapError.io("cannot fsync", path, errno: errno) }
         ok = true
     }
 
