@@ -17,8 +17,9 @@
 #               random-but-seeded crops/zooms/flips; ~25% stored rotated with
 #               EXIF Orientation 6/8/3 so they *display* upright; ~half carry
 #               EXIF Make/Model.
-#   originals/  4032x3024 (12 MP) JPEGs, Q ~90, upscaled from the photos with
-#               mild sensor-like noise added; ~30% are portrait shots stored
+#   originals/  4032x3024 (12 MP) JPEGs, Q 88-92, upscaled ~1.6-3x from the
+#               photos with seeded gaussian grain (sigma 2-4) so they compress
+#               like camera files (~1-3 MB); ~20-30% are portrait shots stored
 #               sideways with Orientation 6 (like phone cameras); all Make/Model.
 #   heic/       1512x2016 (some 2016x1512) HEIC, Q=50.
 #   png/        1512x2016 (some 2016x1512) PNGs, half RGBA with a soft vignette alpha.
@@ -29,9 +30,12 @@
 #               (and the same script and libvips version) does nothing.
 #
 # Deterministic: all choices come from Python's random.Random seeded per
-# category, so changing e.g. --heic does not change the snaps.
-# Requires: bash, python3 (stdlib only), vips CLI (libvips >= 8.10 with heif
-# support for HEIC), exiftool, and apt-get + dpkg-deb unless --photos is given.
+# category (so changing e.g. --heic does not change the snaps) and the grain
+# from seeded `vips gaussnoise`; same inputs + libvips => byte-identical files,
+# whatever --jobs is. --jobs defaults to the number of cores (xargs -P).
+# Requires: bash, python3 (stdlib only), vips CLI (tested with libvips 8.14;
+# needs heif support for HEIC), exiftool, and apt-get + dpkg-deb unless
+# --photos is given. KEEP_TMP=1 keeps the temp dir for debugging.
 set -euo pipefail
 
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
@@ -149,8 +153,8 @@ while IFS= read -r f; do
   i=$((i + 1))
 done < <(find "$SRCDIR" -maxdepth 1 -type f \( -iname '*.jpg' -o -iname '*.jpeg' \) | LC_ALL=C sort)
 [[ $i -gt 0 ]] || die "no usable JPEG photos (>= 1000 px) in $SRCDIR"
-echo "  $i source photos:"
-awk '{printf "    %-18s %sx%s\n", $4, $2, $3}' "$TMP/sources.txt"
+echo "  $i source photos ($((SECONDS - START))s):"
+awk '{n = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", n); printf "    %-18s %sx%s\n", n, $2, $3}' "$TMP/sources.txt"
 
 # ---------------------------------------------------------------- plan
 # Python only decides *what* to make (seeded RNG); vips does all pixel work.
@@ -291,8 +295,9 @@ with open(os.path.join(tmp, "jobs.txt"), "w") as f:
     for n, j in enumerate(jobs, 1):
         f.write(" ".join(map(str, [j[0], n, total] + j[1:])) + "\n")
 with open(os.path.join(tmp, "noise.txt"), "w") as f:
-    for sigma, w, h in sorted(noise_fields):
-        f.write("noise-%.1f-%dx%d %d %d %.1f\n" % (sigma, w, h, w, h, sigma))
+    for sigma, w, h in sorted(noise_fields):   # seeded: gaussnoise is random otherwise
+        f.write("noise-%.1f-%dx%d %d %d %.1f %d\n" % (sigma, w, h, w, h, sigma,
+                                                    (seed * 7919 + int(sigma * 10)) % 2**31))
 with open(os.path.join(tmp, "exif.args"), "w") as f:
     f.write("".join(a + "\n" for a in exif))
 with open(os.path.join(tmp, "mixed.txt"), "w") as f:
@@ -351,8 +356,8 @@ export VIPS_CONCURRENCY=1   # parallelism comes from xargs -P
 
 # Grain for the 12 MP originals: a few shared noise fields (rounded to signed
 # char), generated once instead of per image.
-while read -r name nw nh sigma; do
-  vips gaussnoise "$TMP/n.v" "$nw" "$nh" --sigma "$sigma" --mean 0
+while read -r name nw nh sigma nseed; do
+  vips gaussnoise "$TMP/n.v" "$nw" "$nh" --sigma "$sigma" --mean 0 --seed "$nseed"
   vips round "$TMP/n.v" "$TMP/r.v" rint
   vips cast "$TMP/r.v" "$TMP/$name.v" char
   rm -f "$TMP/n.v" "$TMP/r.v"
@@ -360,7 +365,7 @@ done <"$TMP/noise.txt"
 
 mkdir -p "$OUT/snaps" "$OUT/originals" "$OUT/heic" "$OUT/png" "$OUT/mixed"
 NJOBS=$(wc -l <"$TMP/jobs.txt" | tr -d ' ')
-echo "  rendering $NJOBS images with $JOBS parallel jobs"
+echo "  rendering $NJOBS images with $JOBS parallel jobs ($((SECONDS - START))s)"
 if [[ $NJOBS -gt 0 ]]; then
   xargs -P "$JOBS" -L 1 bash -c 'make_one "$@"' _ <"$TMP/jobs.txt" \
     || die "some images failed to render (see messages above)"
@@ -368,7 +373,7 @@ fi
 
 # ---------------------------------------------------------------- EXIF
 if [[ -s $TMP/exif.args ]]; then
-  echo "  writing EXIF tags ($(grep -c -- '^-execute$' "$TMP/exif.args") files)"
+  echo "  writing EXIF tags into $(grep -c -- '^-execute$' "$TMP/exif.args") files ($((SECONDS - START))s)"
   (cd "$OUT" && exiftool -@ "$TMP/exif.args" -common_args -q -overwrite_original) \
     || die "exiftool failed"
 fi

@@ -32,6 +32,9 @@ struct BackfillCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds between progress lines when stderr is not a terminal.", valueName: "s"))
     var progressInterval: Double = 10
 
+    @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"))
+    var isolation: String = "processes"
+
     @Flag(name: .long, help: "Print each manifest as a JSON line on stdout, like 'process'.")
     var printManifests = false
 
@@ -40,6 +43,9 @@ struct BackfillCommand: ParsableCommand {
 
     func validate() throws {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
+        guard ["processes", "threads"].contains(isolation) else {
+            throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
+        }
         guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive (got \(progressInterval))") }
     }
 
@@ -51,14 +57,15 @@ struct BackfillCommand: ParsableCommand {
             store = try Store(root: self.store)
             let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
             let printManifests = self.printManifests
-            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobs).run(
+            let mode: Isolation = isolation == "threads" ? .threads : .processes(executable: selfExecutable)
+            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobs, isolation: mode).run(
                 root: directory,
                 interval: bar.interactive ? 0.2 : progressInterval,
-                onOutcome: { entry, outcome in
-                    switch outcome {
+                onResult: { result in
+                    switch result.outcome {
                     case .failed(let error):
                         bar.clearLine()
-                        printError("\(entry.path): \(error.code.rawValue): \(error.message)")
+                        printError("\(result.entry.path): \(error.code.rawValue): \(error.message)")
                     case .processed(let manifest) where printManifests:
                         printOut(String(decoding: manifest.json(), as: UTF8.self))
                     default: break

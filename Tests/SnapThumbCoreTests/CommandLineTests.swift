@@ -13,8 +13,9 @@ enum CLI {
 
     struct Result { let status: Int32; let stdout: String; let stderr: String }
 
-    static func run(_ arguments: [String]) throws -> Result {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         let process = Process()
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         let out = Pipe(), err = Pipe()
@@ -140,5 +141,28 @@ struct CommandLineTests {
         let finish = try CLI.run(["backfill", input, "--store", store])
         #expect(finish.stderr.contains("60 files"))
         #expect(try StoreVerifier.verify(root: store).manifests == 60)
+    }
+
+    @Test("a worker process that crashes costs only the file that crashes it", arguments: ["processes", "threads"])
+    func isolation(mode: String) throws {
+        let input = Fixtures.tempDirectory("snapthumb-iso-in"), store = Fixtures.tempDirectory("snapthumb-iso-store")
+        defer { Fixtures.remove(input); Fixtures.remove(store) }
+        for i in 0..<24 {
+            try FileManager.default.copyItem(atPath: Fixtures.sample("snaps/tiny.png"), toPath: "\(input)/\(i).png")
+        }
+        try FileManager.default.copyItem(atPath: Fixtures.sample("snaps/grey.jpg"), toPath: "\(input)/killer.jpg")
+        if mode == "threads" {
+            // Same files, no fault: both modes give the same store.
+            let result = try CLI.run(["backfill", input, "--store", store, "--jobs", "2", "--isolation", mode])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("25 processed"))
+            return
+        }
+        let result = try CLI.run(["backfill", input, "--store", store, "--jobs", "2", "--isolation", mode],
+                                 environment: ["SNAPTHUMB_FAULT_CRASH_SUFFIX": "killer.jpg"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("24 processed, 0 skipped"), "\(result.stderr)")
+        #expect(result.stderr.contains("killer.jpg: poison: "), "\(result.stderr)")
+        #expect(try StoreVerifier.verify(root: store).isClean)
     }
 }

@@ -9,6 +9,24 @@ public enum FileOutcome: Sendable {
     case failed(SnapError)
 }
 
+/// How one file ended, and how long its processing took (reading, decoding,
+/// encoding; not time spent queued or waiting for the group commit).
+public struct FileResult: Sendable {
+    public let entry: FileWalker.Entry
+    public let outcome: FileOutcome
+    public let milliseconds: Double
+}
+
+/// Where the images are processed.
+public enum Isolation: Sendable, Equatable {
+    /// Worker threads in this process.
+    case threads
+    /// Long-lived worker processes (`<executable> worker …`): they scale with
+    /// cores where threads in one libvips process do not, and a crash on a
+    /// hostile file takes down one worker, not the run.
+    case processes(executable: String)
+}
+
 /// One failed file, for the summary and the JSON report.
 public struct FailureRecord: Sendable, Codable, Equatable {
     public let file: String
@@ -26,6 +44,8 @@ public struct BackfillSummary: Sendable {
     public var ignored = 0
     public var failures: [FailureRecord] = []
     public var seconds = 0.0
+    /// Processing time of each processed file, in milliseconds, in completion order.
+    public var latencies: [Double] = []
 
     public var failedByCode: [ErrorCode: Int] {
         failures.reduce(into: [:]) { $0[$1.code, default: 0] += 1 }
@@ -74,51 +94,79 @@ public struct Backfill: Sendable {
     public let pipeline: Pipeline
     public let store: Store
     public let jobs: Int
+    public let isolation: Isolation
 
-    public init(pipeline: Pipeline, store: Store, jobs: Int) {
+    public init(pipeline: Pipeline, store: Store, jobs: Int, isolation: Isolation = .threads) {
         self.pipeline = pipeline
         self.store = store
         self.jobs = max(1, jobs)
+        self.isolation = isolation
     }
 
     /// Runs over every regular file under `root`.
     /// - Parameters:
-    ///   - onOutcome: called once per file, from worker threads, as each ends.
+    ///   - onResult: called once per file as it ends (from other threads).
     ///   - onProgress: called about every `interval` seconds and once at the end.
     public func run(root: String, interval: Double = 0.25,
-                    onOutcome: @escaping @Sendable (FileWalker.Entry, FileOutcome) -> Void = { _, _ in },
+                    onResult: @escaping @Sendable (FileResult) -> Void = { _ in },
                     onProgress: @escaping @Sendable (BackfillProgress) -> Void = { _ in }) throws -> BackfillSummary {
         let walk = try FileWalker.regularFiles(under: root, excluding: store.root)
+        var summary = try run(files: walk.files, interval: interval, onResult: onResult, onProgress: onProgress)
+        summary.ignored = walk.skipped
+        return summary
+    }
+
+    /// Runs over the given files.
+    public func run(files: [FileWalker.Entry], interval: Double = 0.25,
+                    onResult: @escaping @Sendable (FileResult) -> Void = { _ in },
+                    onProgress: @escaping @Sendable (BackfillProgress) -> Void = { _ in }) throws -> BackfillSummary {
         let start = Date()
         let tally = Tally()
-        let files = walk.files
-
         let ticker = Ticker(interval: interval) {
             onProgress(tally.progress(total: files.count, since: start))
         }
-        let finish: @Sendable (FileWalker.Entry, FileOutcome) -> Void = { entry, outcome in
-            tally.record(entry, outcome)
-            onOutcome(entry, outcome)
+        let finish: @Sendable (FileResult) -> Void = { result in
+            tally.record(result)
+            onResult(result)
         }
-        let committer = GroupCommitter<FileWalker.Entry>(store: store) { entry, upload, error in
-            finish(entry, error.map(FileOutcome.failed) ?? .processed(upload.manifest))
+        switch isolation {
+        case .threads:
+            runInProcess(files, finish: finish)
+        case .processes(let executable):
+            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs)
+                .run(files, finish: finish)
         }
-        WorkerPool.run(count: files.count, jobs: jobs) { index in
-            let entry = files[index]
-            switch prepare(entry) {
-            case .ready(let upload): committer.submit(upload, tag: entry)
-            case .done(let outcome): finish(entry, outcome)
-            }
-        }
-        committer.finish()
         ticker.stop()
         onProgress(tally.progress(total: files.count, since: start))
 
         var summary = tally.summary
         summary.total = files.count
-        summary.ignored = walk.skipped
         summary.seconds = Date().timeIntervalSince(start)
         return summary
+    }
+
+    /// `worker` arguments that give a child process exactly this pipeline and store.
+    func workerArguments() throws -> [String] {
+        let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
+        return ["worker", "--store", store.root, "--settings-json", settings]
+    }
+
+    /// Worker threads here, one group committer.
+    func runInProcess(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) {
+        let committer = GroupCommitter<(FileWalker.Entry, Double)>(store: store) { tag, upload, error in
+            finish(FileResult(entry: tag.0, outcome: error.map(FileOutcome.failed) ?? .processed(upload.manifest), milliseconds: tag.1))
+        }
+        WorkerPool.run(count: files.count, jobs: jobs) { index in
+            let entry = files[index]
+            let started = DispatchTime.now().uptimeNanoseconds
+            let prepared = prepare(entry)
+            let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
+            switch prepared {
+            case .ready(let upload): committer.submit(upload, tag: (entry, ms))
+            case .done(let outcome): finish(FileResult(entry: entry, outcome: outcome, milliseconds: ms))
+            }
+        }
+        committer.finish()
     }
 
     enum Prepared {
@@ -154,12 +202,15 @@ private final class Tally: @unchecked Sendable {
     private var done = 0
     private var result = BackfillSummary()
 
-    func record(_ entry: FileWalker.Entry, _ outcome: FileOutcome) {
+    func record(_ r: FileResult) {
         lock.lock()
         defer { lock.unlock() }
         done += 1
-        switch outcome {
-        case .processed: result.processed += 1
+        let entry = r.entry
+        switch r.outcome {
+        case .processed:
+            result.processed += 1
+            result.latencies.append(r.milliseconds)
         case .skipped: result.skipped += 1
         case .failed(let error):
             result.failures.append(FailureRecord(file: entry.path, key: entry.relativePath, code: error.code, message: error.message))

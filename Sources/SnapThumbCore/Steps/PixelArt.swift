@@ -68,7 +68,9 @@ enum Quantizer {
             var rgba = [UInt8]()
             rgba.reserveCapacity(width * height * 4)
             for i in stride(from: 0, to: rgb.count, by: 3) { rgba += [rgb[i], rgb[i + 1], rgb[i + 2], 255] }
-            palette = try ImageQuant.palette(rgba: rgba, width: width, height: height, maxColours: colours, speed: 1)
+            // Speed 8: on a 625-pixel grid the slower settings cost 4× the time
+            // (measured: 1.1 ms against 0.25 ms) for palettes that look the same.
+            palette = try ImageQuant.palette(rgba: rgba, width: width, height: height, maxColours: colours, speed: 8)
                 .map { Colour(red: $0.r, green: $0.g, blue: $0.b) }
         }
         // A stable order: darkest first.

@@ -1,0 +1,254 @@
+import Foundation
+
+/// The line protocol between a backfill and its `snapthumb worker` processes:
+/// one JSON object per line each way.
+enum WorkerProtocol {
+    struct Job: Codable {
+        /// Index of the file in the run.
+        var i: Int
+        var path: String
+        var key: String
+        var size: Int
+    }
+
+    struct Reply: Codable {
+        var i: Int
+        /// `processed`, `skipped` or `failed`.
+        var outcome: String
+        var ms: Double
+        var code: ErrorCode?
+        var message: String?
+        var manifest: Manifest?
+    }
+}
+
+/// Runs files through `jobs` long-lived worker processes. Each worker gets a
+/// small window of files ahead, so that its group commit can batch, and
+/// answers each in order once it is durable. A worker that dies is replaced;
+/// the files it held are retried one at a time in a fresh worker, so that a
+/// file that crashes a worker on its own is failed (`poison`) and the rest
+/// still go through.
+final class ProcessPool: @unchecked Sendable {
+    let executable: String
+    let arguments: [String]
+    let jobs: Int
+    /// Files sent ahead to one worker.
+    let window: Int
+
+    private let lock = NSCondition()
+    private var queue: [(index: Int, attempts: Int)] = []
+    private var suspects: [(index: Int, attempts: Int)] = []
+    private var outstanding = 0
+
+    init(executable: String, arguments: [String], jobs: Int, window: Int = 8) {
+        self.executable = executable
+        self.arguments = arguments
+        self.jobs = max(1, jobs)
+        self.window = max(1, window)
+    }
+
+    func run(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
+        lock.lock()
+        queue = files.indices.reversed().map { ($0, 0) }
+        outstanding = files.count
+        lock.unlock()
+        guard !files.isEmpty else { return }
+
+        let group = DispatchGroup()
+        for n in 0..<min(jobs, files.count) {
+            group.enter()
+            let thread = Thread { [self] in
+                defer { group.leave() }
+                supervise(files, finish: finish)
+            }
+            thread.name = "snapthumb-worker-supervisor-\(n)"
+            thread.start()
+        }
+        group.wait()
+    }
+
+    /// Keeps one worker process busy until no work is left, replacing it when it dies.
+    private func supervise(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) {
+        while true {
+            lock.lock()
+            let done = outstanding == 0
+            lock.unlock()
+            if done { return }
+            do {
+                try runWorker(files, finish: finish)
+            } catch {
+                // Cannot even start a worker: fail what is left rather than spin.
+                lock.lock()
+                let left = queue + suspects
+                queue = []; suspects = []
+                outstanding -= left.count
+                lock.broadcast()
+                lock.unlock()
+                for item in left {
+                    finish(FileResult(entry: files[item.index], outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0))
+                }
+                return
+            }
+        }
+    }
+
+    /// Takes the next file: suspects go alone to a worker with nothing else in flight.
+    private func take(inFlight: Int) -> (index: Int, attempts: Int)? {
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            if outstanding == 0 { return nil }
+            if inFlight == 0, let suspect = suspects.popLast() { return suspect }
+            if suspects.isEmpty || inFlight > 0, let next = queue.popLast() { return next }
+            if inFlight > 0 { return nil }
+            lock.wait()
+        }
+    }
+
+    private func runWorker(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        let writer = input.fileHandleForWriting
+        let reader = LineReader(output.fileHandleForReading)
+        var inFlight: [Int: (index: Int, attempts: Int)] = [:]
+        var order: [Int] = []
+        let encoder = JSONEncoder()
+        let decoder = JSONDecoder()
+
+        func complete(_ reply: WorkerProtocol.Reply) {
+            guard let item = inFlight.removeValue(forKey: reply.i) else { return }
+            order.removeAll { $0 == reply.i }
+            let entry = files[item.index]
+            let outcome: FileOutcome
+            switch reply.outcome {
+            case "processed" where reply.manifest != nil: outcome = .processed(reply.manifest!)
+            case "skipped": outcome = .skipped
+            default: outcome = .failed(SnapError(reply.code ?? .internal, reply.message ?? "worker gave no reason"))
+            }
+            lock.lock()
+            outstanding -= 1
+            lock.broadcast()
+            lock.unlock()
+            finish(FileResult(entry: entry, outcome: outcome, milliseconds: reply.ms))
+        }
+
+        var alive = true
+        while alive {
+            // Fill the window (a suspect only ever travels alone).
+            while inFlight.count < window, !(inFlight.values.contains { $0.attempts > 0 }), let item = take(inFlight: inFlight.count) {
+                let entry = files[item.index]
+                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size)
+                var line = (try? encoder.encode(job)) ?? Data()
+                line.append(0x0A)
+                do { try writer.write(contentsOf: line) } catch { inFlight[item.index] = item; alive = false; break }
+                inFlight[item.index] = item
+                order.append(item.index)
+                if item.attempts > 0 { break }
+            }
+            if inFlight.isEmpty {
+                lock.lock()
+                let done = outstanding == 0
+                lock.unlock()
+                if done { break }
+                continue
+            }
+            guard alive, let line = reader.next() else { alive = false; break }
+            if let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) { complete(reply) }
+        }
+
+        try? writer.close()
+        if alive {
+            process.waitUntilExit()
+            return
+        }
+        // The worker died (or stopped reading): whatever it held is suspect.
+        process.terminate()
+        process.waitUntilExit()
+        let status = process.terminationStatus
+        let held = order.compactMap { inFlight[$0] }
+        lock.lock()
+        var poisoned: [(index: Int, attempts: Int)] = []
+        for item in held {
+            if item.attempts >= 1 && held.count == 1 { poisoned.append(item) } else { suspects.append((item.index, item.attempts + 1)) }
+        }
+        outstanding -= poisoned.count
+        lock.broadcast()
+        lock.unlock()
+        for item in poisoned {
+            let reason = SnapError(.poison, "a worker process died on this file (alone, after an earlier crash; exit status \(status))")
+            finish(FileResult(entry: files[item.index], outcome: .failed(reason), milliseconds: 0))
+        }
+    }
+}
+
+/// Reads newline-terminated lines from a pipe.
+final class LineReader {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    func next() -> Data? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[buffer.startIndex..<newline]
+                buffer = Data(buffer[(newline + 1)...])
+                return Data(line)
+            }
+            let chunk = handle.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+}
+
+extension Backfill {
+    /// The worker side: reads jobs from `input`, answers on `output`, until input ends.
+    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput) {
+        let outputLock = NSLock()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        @Sendable func reply(_ r: WorkerProtocol.Reply) {
+            outputLock.lock()
+            defer { outputLock.unlock() }
+            var line = (try? encoder.encode(r)) ?? Data()
+            line.append(0x0A)
+            try? output.write(contentsOf: line)
+        }
+        let committer = GroupCommitter<(Int, Double)>(store: store) { tag, upload, error in
+            if let error {
+                reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, manifest: nil))
+            } else {
+                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, manifest: upload.manifest))
+            }
+        }
+        let reader = LineReader(input)
+        let decoder = JSONDecoder()
+        // Fault injection for tests of crash handling: die on a key ending with this.
+        let crashOn = ProcessInfo.processInfo.environment["SNAPTHUMB_FAULT_CRASH_SUFFIX"]
+        while let line = reader.next() {
+            guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
+            if let crashOn, !crashOn.isEmpty, job.key.hasSuffix(crashOn) { abort() }
+            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size)
+            let started = DispatchTime.now().uptimeNanoseconds
+            let prepared = prepare(entry)
+            let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
+            switch prepared {
+            case .ready(let upload):
+                committer.submit(upload, tag: (job.i, ms))
+            case .done(.skipped):
+                reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, manifest: nil))
+            case .done(.failed(let error)):
+                reply(.init(i: job.i, outcome: "failed", ms: ms, code: error.code, message: error.message, manifest: nil))
+            case .done(.processed(let manifest)):
+                reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, manifest: manifest))
+            }
+        }
+        committer.finish()
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import SnapThumbCore
+
+/// The child side of `backfill --isolation processes` (and `bench`): not for people.
+struct WorkerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Process files named on stdin (one JSON job per line); used by backfill and bench.",
+        shouldDisplay: false
+    )
+
+    @Option(name: .long, help: "Store directory.")
+    var store: String
+
+    @Option(name: .long, help: "Settings as JSON (the config-file format).")
+    var settingsJson: String
+
+    func run() throws {
+        let settings: Settings
+        do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJson.utf8)) } catch {
+            throw ValidationError("--settings-json: \(error)")
+        }
+        let pipeline: Pipeline
+        let store: Store
+        do {
+            pipeline = try Pipeline(settings: settings)
+            store = try Store(root: self.store)
+        } catch let error as SnapError {
+            printError("worker: \(error.code.rawValue): \(error.message)")
+            throw ExitCode(1)
+        }
+        Backfill(pipeline: pipeline, store: store, jobs: 1).serveWorker()
+    }
+}
+
+/// This program's own path, for starting worker processes.
+var selfExecutable: String {
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+}
