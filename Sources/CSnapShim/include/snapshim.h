@@ -72,8 +72,7 @@ int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
 int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample);
 /* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
  * pipeline per encode (a budget search encodes several times), no markers
- * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). 4:2:0 below quality 90, like
- * libvips' default. The buffer is malloc'd: free with snap_free. */
+ * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). Always 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
 int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
                          int optimize_coding, unsigned char **out, size_t *out_len);
 

@@ -25,16 +25,37 @@ struct Fitted {
 
 /// Finds the highest JPEG quality whose encoding fits a budget, in few encodes.
 ///
-/// Size grows roughly exponentially with quality, so each guess interpolates
-/// log-size between the nearest fitting and failing qualities seen so far; the
-/// interval then shrinks to one step. The path depends only on the image, so
+/// JPEG size against quality has a typical shape: `shape` below is the mean of
+/// ln(size(q) / size(90)) over 80 real 100 px snaps (4:2:0, optimised Huffman;
+/// its spread is ±0.02–0.1). Each guess fits `ln size = a + b · shape(q)`
+/// through the nearest fitting and failing encodes seen so far (one point:
+/// b = 1) and solves it for the budget. The path depends only on the image, so
 /// the answer is deterministic.
 enum JPEGBudgetSearch {
     /// Below the range's floor: fixed steps tried in order before giving up.
     static let ladder = [30, 20, 10, 5, 1]
 
-    /// Rough slope of ln(size) per quality step for small JPEGs, for the first guess.
-    static let slope = 0.03
+    /// ln(size(q) / size(90)) at q = 10, 15, …, 90 (measured; see above).
+    static let shapeTable: [Double] = [-1.591, -1.397, -1.255, -1.140, -1.048, -0.968, -0.908, -0.844, -0.791,
+                                       -0.739, -0.680, -0.612, -0.534, -0.454, -0.340, -0.200, 0.000]
+
+    /// The typical curve at any quality (linear between the table's points, extended at the ends).
+    static func shape(_ q: Double) -> Double {
+        let position = (q - 10) / 5
+        let i = min(max(Int(position.rounded(.down)), 0), shapeTable.count - 2)
+        let t = position - Double(i)
+        return shapeTable[i] + t * (shapeTable[i + 1] - shapeTable[i])
+    }
+
+    /// The quality whose shape value is `value` (the curve is increasing).
+    static func inverseShape(_ value: Double) -> Double {
+        var low = -40.0, high = 140.0
+        for _ in 0..<40 {
+            let mid = (low + high) / 2
+            if shape(mid) < value { low = mid } else { high = mid }
+        }
+        return low
+    }
 
     static func fit(range: ClosedRange<Int>, budget: Budget?, encode: (Int) throws -> [UInt8]) throws -> Fitted {
         var encodes = 0
@@ -46,31 +67,23 @@ enum JPEGBudgetSearch {
 
         var fail = (q: range.upperBound, size: top.count)
         var fit: (q: Int, bytes: [UInt8])?
-        let target = log(Double(budget.limit) * (budget.mode == .inline ? 0.75 : 1.0))
+        // The largest byte count the budget allows, as a log size to aim at.
+        let target = log(Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit))
 
         while true {
             let low = fit?.q ?? (range.lowerBound - 1)
             if fail.q - low <= 1 { break }
-            var guess: Int
+            let failLog = log(Double(fail.size))
+            var slope = 1.0
             if let fit {
-                let a = log(Double(fit.bytes.count)), b = log(Double(fail.size))
-                let t = b > a ? (target - a) / (b - a) : 0.5
-                guess = fit.q + Int((t * Double(fail.q - fit.q)).rounded(.down))
-            } else {
-                guess = fail.q - Int(((log(Double(fail.size)) - target) / slope).rounded(.up))
+                let spread = shape(Double(fail.q)) - shape(Double(fit.q))
+                if spread > 0 { slope = max(0.2, (failLog - log(Double(fit.bytes.count))) / spread) }
             }
-            guess = min(max(guess, low + 1), fail.q - 1)
+            let offset = failLog - slope * shape(Double(fail.q))
+            let predicted = inverseShape((target - offset) / slope)
+            let guess = min(max(Int(predicted.rounded(.down)), low + 1), fail.q - 1)
             let bytes = try run(guess)
-            if budget.fits(bytes.count) {
-                fit = (guess, bytes)
-                if guess + 1 < fail.q, fail.q - guess > 2 {
-                    // Most guesses land just under the boundary: try one above next.
-                    let next = try run(guess + 1)
-                    if budget.fits(next.count) { fit = (guess + 1, next) } else { fail = (guess + 1, next.count) }
-                }
-            } else {
-                fail = (guess, bytes.count)
-            }
+            if budget.fits(bytes.count) { fit = (guess, bytes) } else { fail = (guess, bytes.count) }
         }
         if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: false) }
 
