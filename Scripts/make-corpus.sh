@@ -17,7 +17,7 @@
 #               random-but-seeded crops/zooms/flips; ~25% stored rotated with
 #               EXIF Orientation 6/8/3 so they *display* upright; ~half carry
 #               EXIF Make/Model.
-#   originals/  4032x3024 (12 MP) JPEGs, Q 88-92, upscaled ~1.6-3x from the
+#   originals/  4032x3024 (12 MP) JPEGs, Q 88-92, upscaled ~1.8-4.5x from the
 #               photos with seeded gaussian grain (sigma 2-4) so they compress
 #               like camera files (~1-3 MB); ~20-30% are portrait shots stored
 #               sideways with Orientation 6 (like phone cameras); all Make/Model.

@@ -199,13 +199,13 @@ int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out)
 { return vips_bandjoin_const1(in, out, 255.0, NULL); }
 
 int
-snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample)
+snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace)
 {
 	return vips_jpegsave_buffer(in, buf, len,
 		"Q", quality,
 		"strip", TRUE,
 		"optimize_coding", optimize_coding ? TRUE : FALSE,
-		"interlace", FALSE,
+		"interlace", interlace ? TRUE : FALSE,
 		"subsample_mode", (VipsForeignSubsample) subsample,
 		NULL);
 }

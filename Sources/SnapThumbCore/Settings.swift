@@ -28,6 +28,10 @@ public struct Settings: Sendable, Equatable, Codable {
         public var maxInputBytes = 64 << 20
         /// Largest accepted image, in pixels (width × height, first frame).
         public var maxPixels = 100_000_000
+        /// Largest accepted image that cannot be decoded while streaming (HEIC/AVIF,
+        /// progressive JPEG, interlaced PNG): those hold every pixel at about
+        /// 7 bytes each, so 50 MP is ~350 MB per job. 48 MP iPhone photos fit.
+        public var maxPixelsFullDecode = 50_000_000
         public init() {}
     }
 
@@ -90,13 +94,14 @@ extension Settings {
 }
 
 extension Settings.Limits {
-    private enum Keys: String, CodingKey, CaseIterable { case maxInputBytes, maxPixels }
+    private enum Keys: String, CodingKey, CaseIterable { case maxInputBytes, maxPixels, maxPixelsFullDecode }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
         try rejectUnknownKeys(decoder, Keys.self, in: "limits")
         self.init()
         maxInputBytes = try c.decodeIfPresent(Int.self, forKey: .maxInputBytes) ?? maxInputBytes
         maxPixels = try c.decodeIfPresent(Int.self, forKey: .maxPixels) ?? maxPixels
+        maxPixelsFullDecode = try c.decodeIfPresent(Int.self, forKey: .maxPixelsFullDecode) ?? maxPixelsFullDecode
     }
 }
 
@@ -158,6 +163,7 @@ extension Settings {
         }
         try check(limits.maxInputBytes >= 1, "limits.maxInputBytes must be at least 1 byte (got \(limits.maxInputBytes))")
         try check(limits.maxPixels >= 1, "limits.maxPixels must be at least 1 (got \(limits.maxPixels))")
+        try check(limits.maxPixelsFullDecode >= 1, "limits.maxPixelsFullDecode must be at least 1 (got \(limits.maxPixelsFullDecode))")
         try check((8...1024).contains(square.size), "square size must be 8–1024 pixels (got \(square.size))")
         try check((1...100).contains(square.qualityMin) && (1...100).contains(square.qualityMax),
                   "JPEG quality range must lie within 1–100 (got \(square.qualityMin)–\(square.qualityMax))")

@@ -197,11 +197,11 @@ public final class VImage: @unchecked Sendable {
 
     // MARK: Output
 
-    /// A stripped, baseline JPEG.
-    public func jpeg(quality: Int, optimizeCoding: Bool = true, subsample: Subsample = .auto) throws -> [UInt8] {
+    /// A stripped JPEG: baseline, or progressive when `progressive`.
+    public func jpeg(quality: Int, optimizeCoding: Bool = true, subsample: Subsample = .auto, progressive: Bool = false) throws -> [UInt8] {
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard snap_jpegsave(pointer, &buffer, &length, Int32(quality), optimizeCoding ? 1 : 0, subsample.vipsValue) == 0,
+        guard snap_jpegsave(pointer, &buffer, &length, Int32(quality), optimizeCoding ? 1 : 0, subsample.vipsValue, progressive ? 1 : 0) == 0,
               let buffer
         else { throw Vips.takeError("jpegsave") }
         defer { g_free(buffer) }

@@ -57,6 +57,9 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Refuse images with more pixels than this (too-large). [default: 100000000]", valueName: "pixels"))
     var maxPixels: Int?
 
+    @Option(name: .long, help: ArgumentHelp("Lower pixel limit for images decoded whole: HEIC/AVIF, progressive JPEG, interlaced PNG (too-large). [default: 50000000]", valueName: "pixels"))
+    var maxPixelsFullDecode: Int?
+
     @Option(name: .long, help: ArgumentHelp("Decoder strictness: truncated, error or warning (refuses damaged files). [default: warning]", valueName: "level"))
     var failOn: String?
 
@@ -112,6 +115,7 @@ struct PipelineOptions: ParsableArguments {
         }
         if let maxBytes { settings.limits.maxInputBytes = maxBytes }
         if let maxPixels { settings.limits.maxPixels = maxPixels }
+        if let maxPixelsFullDecode { settings.limits.maxPixelsFullDecode = maxPixelsFullDecode }
         if let failOn {
             guard let level = Settings.FailOn(rawValue: failOn) else {
                 throw ValidationError("--fail-on must be one of truncated, error, warning (got '\(failOn)')")

@@ -63,6 +63,23 @@ struct InputTests {
         }
     }
 
+    @Test("images that must be decoded whole have their own, lower pixel limit")
+    func fullDecodeLimit() throws {
+        let heic = try Fixtures.bytes(Fixtures.sample("snaps/iphone.heic"))
+        do {
+            _ = try Fixtures.process(heic) { $0.limits.maxPixelsFullDecode = 1_000_000 }
+            Issue.record("accepted a HEIC over the full-decode limit")
+        } catch let error as SnapError {
+            #expect(error.code == .tooLarge && error.message.contains("maxPixelsFullDecode"))
+        }
+        // A baseline JPEG streams: the full-decode limit does not apply to it.
+        _ = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))) { $0.limits.maxPixelsFullDecode = 1_000_000 }
+        // A progressive one does not.
+        let progressive = try VImage.load(SourceBuffer(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))), options: "")
+        let interlaced = try progressive.jpeg(quality: 85, progressive: true)
+        #expect(throws: SnapError.self) { try Fixtures.process(interlaced) { $0.limits.maxPixelsFullDecode = 1_000_000 } }
+    }
+
     @Test("accepted formats", arguments: [
         ("snaps/landscape.webp", "image/webp"), ("snaps/animated.gif", "image/gif"), ("snaps/tiny.png", "image/png"),
         ("snaps/grey.jpg", "image/jpeg"), ("snaps/iphone.heic", "image/heic"),

@@ -68,8 +68,8 @@ int snap_unpremultiply(VipsImage *in, VipsImage **out);
 int snap_extract_bands(VipsImage *in, VipsImage **out, int band, int n);
 int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
 
-/* Encode a stripped, baseline JPEG. subsample: VipsForeignSubsample. */
-int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample);
+/* Encode a stripped JPEG (progressive if interlace). subsample: VipsForeignSubsample. */
+int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace);
 /* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
  * pipeline per encode (a budget search encodes several times), no markers
  * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). Always 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */

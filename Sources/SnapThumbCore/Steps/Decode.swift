@@ -78,6 +78,12 @@ enum DecodeStep {
         guard pixels <= limits.maxPixels else {
             throw SnapError(.tooLarge, "image is \(storedWidth)×\(storedHeight) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
         }
+        // Formats that cannot stream hold every pixel in memory: a lower limit.
+        let fullDecode = format == .heif || header.int("interlaced") == 1 || header.int("jpeg-multiscan") == 1
+        guard !fullDecode || pixels <= limits.maxPixelsFullDecode else {
+            let kind = format == .heif ? "HEIF/AVIF" : format == .png ? "interlaced PNG" : "progressive JPEG"
+            throw SnapError(.tooLarge, "\(kind) image is \(storedWidth)×\(storedHeight) = \(pixels) pixels and must be decoded whole; the limit for such images is \(limits.maxPixelsFullDecode) pixels (limits.maxPixelsFullDecode)")
+        }
         let orientation = format.appliesOwnOrientation ? 1 : normalisedOrientation(header.blob("exif-data").map(Exif.orientation) ?? 0)
         let fix = OrientationFix(exif: orientation)
         let profile = header.blob("icc-profile-data")
