@@ -686,6 +686,9 @@ vips copy "$T/sixteen.ppm" "$S/sixteen-bit.png[compression=9,filter=up]"
 
 # WebP
 vips webpsave "$T/webp.ppm" "$S/landscape.webp" --Q 75
+# AVIF through libheif's AV1 encoder: a small one, to show the loader takes it.
+vips thumbnail "$T/webp.ppm" "$T/avif-src.v" 480
+vips heifsave "$T/avif-src.v" "$S/small.avif" --compression av1 --Q 50 --strip
 
 # animated GIF, 3 frames, 0.5 s each, looping
 convert -delay 50 -loop 0 "$T/frame0.ppm" "$T/frame1.ppm" "$T/frame2.ppm" \
@@ -768,6 +771,7 @@ difference below 3 after `vips autorot` and after `vipsthumbnail`).
 | `alpha.png` | transparency | RGBA 400×400: opaque badge, half-transparent soft shadow, fully transparent elsewhere; the hidden colour of fully transparent pixels is **magenta** (edge pixels carry the shape's own colour), so a resize that does not premultiply shows magenta fringes | processed; flattened on the background colour, no magenta |
 | `sixteen-bit.png` | 16 bits per channel | scene 600×800 computed in float and stored as RGB 16-bit (`rgb16`); no grain or texture (smooth gradients keep the file small) | processed |
 | `landscape.webp` | WebP | scene 1200×900, lossy WebP Q75 | processed |
+| `small.avif` | AVIF | the WebP scene at 480×360, AV1 Q50 | processed |
 | `animated.gif` | animation | 3 frames 200×200 (frame number drawn bottom right; sun and balloons move), 128 colours, loops | processed; first frame only |
 | `tiny.png` | smaller than a 100 px thumbnail | scene reduced to 40×30 | processed; upscaled |
 | `grey.jpg` | greyscale (1-band) JPEG | scene 800×600 converted to `b-w`, JPEG Q85 | processed; grey output in sRGB |
@@ -870,6 +874,7 @@ expect "$S/iphone.heic" vips-loader heifload
 expect "$S/alpha.png" bands 4
 expect "$S/sixteen-bit.png" format ushort; expect "$S/sixteen-bit.png" interpretation rgb16
 expect "$S/landscape.webp" vips-loader webpload
+expect "$S/small.avif" vips-loader heifload
 expect "$S/animated.gif" n-pages 3
 expect "$S/tiny.png" width 40; expect "$S/tiny.png" height 30
 expect "$S/grey.jpg" bands 1

@@ -82,7 +82,7 @@ struct InputTests {
 
     @Test("accepted formats", arguments: [
         ("snaps/landscape.webp", "image/webp"), ("snaps/animated.gif", "image/gif"), ("snaps/tiny.png", "image/png"),
-        ("snaps/grey.jpg", "image/jpeg"), ("snaps/iphone.heic", "image/heic"),
+        ("snaps/grey.jpg", "image/jpeg"), ("snaps/iphone.heic", "image/heic"), ("snaps/small.avif", "image/avif"),
     ])
     func accepted(file: String, mediaType: String) throws {
         let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample(file)), key: "x")
