@@ -7,13 +7,11 @@ struct BackfillCommand: ParsableCommand {
         commandName: "backfill",
         abstract: "Process every image under a directory tree into a store.",
         discussion: """
-        Walks <dir> without following symlinks (regular files only; dot-files are ignored) and
-        never modifies or moves its inputs. Each file's key is its path relative to <dir>:
-        2026/11/a.jpg is published as <store>/manifests/2026/11/a.jpg.json.
+        Walks <dir> without following symlinks (regular files only; dot-files are ignored) and never modifies or moves its inputs. Each file's key is its path relative to <dir>: 2026/11/a.jpg is published as <store>/manifests/2026/11/a.jpg.json.
 
-        Resumable: a file whose manifest already exists with the same source digest and recipe
-        digest is skipped. Progress goes to stderr (a bar on a terminal, a line every
-        --progress-interval seconds otherwise), then a summary. Exit 1 if any file failed.
+        Resumable: a file whose manifest already exists with the same source digest and recipe digest is skipped.
+
+        Progress goes to stderr (a bar on a terminal, a line every --progress-interval seconds otherwise), then a summary. Exit 1 if any file failed.
         """
     )
 
@@ -23,8 +21,11 @@ struct BackfillCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
     var store: String
 
-    @Option(name: .long, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
-    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .long, help: ArgumentHelp("Images processed at once (default: the number of cores).", valueName: "n"))
+    var jobs: Int?
+
+    /// `--jobs`, or the number of cores.
+    var jobCount: Int { jobs ?? ProcessInfo.processInfo.activeProcessorCount }
 
     @Option(name: .long, help: ArgumentHelp("Write a JSON report of totals and every failure to this file.", valueName: "file"))
     var report: String?
@@ -42,7 +43,7 @@ struct BackfillCommand: ParsableCommand {
     var pipelineOptions: PipelineOptions
 
     func validate() throws {
-        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
+        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard ["processes", "threads"].contains(isolation) else {
             throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
         }
@@ -58,7 +59,7 @@ struct BackfillCommand: ParsableCommand {
             let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
             let printManifests = self.printManifests
             let mode: Isolation = isolation == "threads" ? .threads : .processes(executable: selfExecutable)
-            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobs, isolation: mode).run(
+            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode).run(
                 root: directory,
                 interval: bar.interactive ? 0.2 : progressInterval,
                 onResult: { result in

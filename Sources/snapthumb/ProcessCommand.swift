@@ -8,8 +8,8 @@ struct ProcessCommand: ParsableCommand {
         abstract: "Make thumbnails of the given files and store them.",
         discussion: """
         Each file's key is its file name, so 'snaps/a.jpg' is published as <store>/manifests/a.jpg.json.
-        Each manifest is printed on stdout as one JSON line; each failure goes to stderr as
-        '<file>: <code>: <message>', and nothing of a failed file is left in the store.
+
+        Each manifest is printed on stdout as one JSON line; each failure goes to stderr as '<file>: <code>: <message>', and nothing of a failed file is left in the store.
         """
     )
 

@@ -8,21 +8,21 @@ struct SnapThumb: ParsableCommand {
         abstract: "Tiny, correct, byte-budgeted thumbnails of photo snaps, in a content-addressed store.",
         discussion: """
         Every upload becomes three outputs in the store, described by one manifest:
-          square100  100×100 JPEG, EXIF orientation applied, sRGB, metadata stripped, ≤ 4096 bytes
-          pixel25    25×25 palette PNG (16 colours), the pixel-art grid
-          pixel100   pixel25 enlarged ×4, nearest neighbour, same colours, ≤ 4096 bytes
+          square100  100×100 JPEG: orientation applied, sRGB, no metadata, ≤ 4096 B
+          pixel25    25×25 palette PNG (16 colours): the pixel-art grid
+          pixel100   pixel25 ×4, nearest neighbour, same colours, ≤ 4096 B
 
-        Store layout:
-          <store>/blobs/sha256/<2 hex>/<64 hex>   output bytes, immutable, stored once
-          <store>/manifests/<key>.json            manifest v1 (docs/manifest.v1.schema.json)
+        Store layout (manifest schema: docs/manifest.v1.schema.json):
+          <store>/blobs/sha256/<2 hex>/<64 hex>   output bytes, stored once
+          <store>/manifests/<key>.json            one manifest per upload
 
-        Exit status: 0 all succeeded, 1 some input failed (or verify found problems), 2 usage error.
-        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large,
-        corrupt, budget, unsafe-name, io, internal.
+        Exit status: 0 all succeeded; 1 some input failed (verify: problems found); 2 usage error.
+
+        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, io, poison, internal.
 
         Examples:
           snapthumb process snap.jpg --store ./store
-          snapthumb backfill ./uploads --store ./store --jobs 2 --report failures.json
+          snapthumb backfill ./uploads --store ./store --report failures.json
           snapthumb verify ./store
         """,
         subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WorkerCommand.self]
