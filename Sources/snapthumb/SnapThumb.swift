@@ -24,17 +24,22 @@ struct SnapThumb: ParsableCommand {
           snapthumb process snap.jpg --store ./store
           snapthumb backfill ./uploads --store ./store --jobs 2 --report failures.json
           snapthumb verify ./store
+          snapthumb watch /srv/uploads --store ./store
         """,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self]
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self]
     )
 }
 
 @main
 enum Main {
-    static func main() {
+    static func main() async {
         do {
             var command = try SnapThumb.parseAsRoot()
-            try command.run()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
         } catch {
             exit(handle(error))
         }

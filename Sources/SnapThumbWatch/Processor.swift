@@ -1,0 +1,107 @@
+import Foundation
+import Logging
+import SnapThumbCore
+
+/// One upload, from claim to its final place:
+///
+///     claim (rename into processing/<worker>/)
+///     → pipeline (libvips, on this worker thread, under the per-image time limit)
+///     → store.commit (blobs, then the manifest, durably)
+///     → done/ (or delete) | failed/ + .error.json | back to incoming/ (transient)
+struct Processor: Sendable {
+    let pipeline: Pipeline
+    let store: Store
+    let claims: Claims
+    let quarantine: Quarantine
+    let inFlight: InFlight
+    let metrics: WatchMetrics
+    let config: WatchConfiguration
+    let logger: Logger
+    /// Called with a delay after a transient failure: claiming pauses that long.
+    let backoff: @Sendable (SnapError) -> Void
+    let succeeded: @Sendable () -> Void
+
+    /// Claims and processes `name`; returns quietly when another worker was faster.
+    func handle(_ name: String) {
+        switch claims.claim(name) {
+        case .gone:
+            return
+        case .failed(let error):
+            logger.warning("cannot claim an upload", metadata: ["snap.file": "\(name)", "snap.error": "\(error.message)"])
+            backoff(error)
+            return
+        case .claimed(let path):
+            guard let job = inFlight.begin(name) else { claims.release(name); return }
+            metrics.started()
+            defer { metrics.ended() }
+            run(name, path: path, job: job)
+        }
+    }
+
+    private func run(_ name: String, path: String, job: InFlight.Job) {
+        let (key, attempts) = UploadName.parse(name)
+        let start = DispatchTime.now()
+        let timer = DispatchWorkItem { [inFlight] in inFlight.expire(job) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + config.imageTimeout, execute: timer)
+        var outcome: Result<ProcessedUpload, SnapError>
+        do {
+            let upload = try pipeline.process(file: path, key: key, onImage: { inFlight.setImage($0, for: job) })
+            timer.cancel()
+            try store.commit(upload)
+            outcome = .success(upload)
+        } catch let error as SnapError {
+            outcome = .failure(error)
+        } catch {
+            outcome = .failure(SnapError(.internal, "unexpected error: \(error)"))
+        }
+        timer.cancel()
+        if case .failure = outcome, inFlight.timedOut(job) {
+            outcome = .failure(SnapError(.timeout, "processing took longer than the per-image time limit of \(config.imageTimeout) s (image-timeout) and was stopped"))
+        }
+        let nanos = DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds
+        let ms = Double(nanos) / 1e6
+        var meta: Logger.Metadata = ["snap.key": "\(key)", "snap.ms": "\(String(format: "%.1f", ms))"]
+        if attempts > 0 { meta["snap.attempts"] = "\(attempts + 1)" }
+
+        switch outcome {
+        case .success(let upload):
+            meta["snap.digest"] = "\(upload.manifest.source.digest)"
+            var moveError: SnapError?
+            let stillMine = inFlight.finish(name) {
+                do { try claims.complete(name, key: key, delete: config.afterSuccess == .delete) } catch let e as SnapError {
+                    moveError = e
+                } catch {}
+            }
+            metrics.processed.increment()
+            metrics.latency.recordNanoseconds(Int64(nanos))
+            metrics.bytesWritten.increment(by: upload.blobs.reduce(0) { $0 + $1.bytes.count })
+            succeeded()
+            meta["snap.result"] = "ok"
+            if let moveError {
+                // The manifest is published; the source stays claimed and is redone (idempotently) later.
+                meta["snap.error"] = "\(moveError.message)"
+                logger.error("processed, but the source could not leave processing/", metadata: meta)
+            } else {
+                if !stillMine { meta["snap.note"] = "claim was released at the drain deadline" }
+                logger.info("processed", metadata: meta)
+            }
+        case .failure(let error) where error.code.isTransient:
+            _ = inFlight.finish(name) { claims.release(name) }
+            metrics.transientRetries.increment()
+            meta["snap.result"] = "retry"
+            meta["snap.code"] = "\(error.code.rawValue)"
+            meta["snap.error"] = "\(error.message)"
+            logger.warning("transient failure; the upload is back in incoming/ and will be retried", metadata: meta)
+            backoff(error)
+        case .failure(let error):
+            var moved = false
+            _ = inFlight.finish(name) {
+                moved = quarantine.quarantine(claim: path, key: key, error: error, attempts: attempts + 1, worker: claims.me.id)
+            }
+            metrics.failed(error.code)
+            meta["snap.result"] = "\(error.code.rawValue)"
+            meta["snap.error"] = "\(error.message)"
+            logger.warning(moved ? "failed; quarantined in failed/" : "failed; could not quarantine, the upload stays claimed", metadata: meta)
+        }
+    }
+}
