@@ -27,6 +27,7 @@ final class InFlight: @unchecked Sendable {
     func setImage(_ image: VImage, for job: Job) {
         lock.lock()
         job.image = image
+        if job.timedOut { image.kill() }
         lock.unlock()
     }
 
