@@ -46,7 +46,9 @@ final class InFlight: @unchecked Sendable {
     func finish(_ name: String, _ move: () -> Void) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        guard jobs.removeValue(forKey: name) != nil else { return false }
+        guard let job = jobs.removeValue(forKey: name) else { return false }
+        // The time-limit timer keeps the job until it fires: drop the image (and its bytes) now.
+        job.image = nil
         move()
         return true
     }
@@ -58,6 +60,7 @@ final class InFlight: @unchecked Sendable {
         released = true
         for (name, job) in jobs {
             job.image?.kill()
+            job.image = nil
             release(name)
         }
         let count = jobs.count
