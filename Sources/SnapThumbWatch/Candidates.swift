@@ -94,13 +94,14 @@ final class Candidates: @unchecked Sendable {
 
     /// Ready once unchanged since the last look and untouched for `settle` seconds.
     private func examine(_ name: String, _ last: FileOps.Status?, now: Double) {
-        guard let status = FileOps.status("\(incoming)/\(name)"), status.isRegular else {
+        guard let status = FileOps.status("\(incoming)/\(name)") else {
             settling.removeValue(forKey: name)
             members.remove(name)
             return
         }
         let quiet = now - status.mtime
-        if quiet >= settle && (last == nil || last == status) {
+        // Symlinks and directories are handed out too: the processor quarantines them.
+        if !status.isRegular || (quiet >= settle && (last == nil || last == status)) {
             settling.removeValue(forKey: name)
             ready.append(name)
         } else {

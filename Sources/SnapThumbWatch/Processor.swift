@@ -45,6 +45,10 @@ struct Processor: Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + config.imageTimeout, execute: timer)
         var outcome: Result<ProcessedUpload, SnapError>
         do {
+            // Opening a symlink fails with ELOOP, an I/O error that would be retried forever.
+            guard FileOps.status(path)?.isRegular == true else {
+                throw SnapError(.unsupported, "not a regular file: only files are uploads (no symlinks or directories)")
+            }
             let upload = try pipeline.process(file: path, key: key, onImage: { inFlight.setImage($0, for: job) })
             timer.cancel()
             try store.commit(upload)
@@ -97,11 +101,18 @@ struct Processor: Sendable {
             var moved = false
             _ = inFlight.finish(name) {
                 moved = quarantine.quarantine(claim: path, key: key, error: error, attempts: attempts + 1, worker: claims.me.id)
+                if !moved { claims.release(name) }
             }
-            metrics.failed(error.code)
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(error.message)"
-            logger.warning(moved ? "failed; quarantined in failed/" : "failed; could not quarantine, the upload stays claimed", metadata: meta)
+            if moved {
+                metrics.failed(error.code)
+                logger.warning("failed; quarantined in failed/", metadata: meta)
+            } else {
+                // failed/ is not writable: as transient as a full store.
+                logger.error("failed, but could not be quarantined; back in incoming/ for a retry", metadata: meta)
+                backoff(SnapError(.io, "cannot write to failed/"))
+            }
         }
     }
 }

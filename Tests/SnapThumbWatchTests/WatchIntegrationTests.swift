@@ -58,9 +58,10 @@ import SnapThumbCore
         let good = try TestImages.jpeg(1)
         try h.drop("truncated.jpg", Array(good.prefix(good.count / 2)))
         try h.drop("good.jpg", good)
+        #expect(symlink("/etc/hostname", "\(h.incoming)/link.jpg") == 0)
 
-        eventually("3 in failed/, 1 in done/") { h.uploads(in: "failed").count == 3 && h.uploads(in: "done").count == 1 }
-        #expect(h.uploads(in: "failed") == ["empty.jpg", "text.jpg", "truncated.jpg"])
+        eventually("4 in failed/, 1 in done/") { h.uploads(in: "failed").count == 4 && h.uploads(in: "done").count == 1 }
+        #expect(h.uploads(in: "failed") == ["empty.jpg", "link.jpg", "text.jpg", "truncated.jpg"])
         for name in h.uploads(in: "failed") {
             let data = try Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/\(name).error.json"))
             let record = try JSONDecoder().decode(ErrorRecord.self, from: data)
