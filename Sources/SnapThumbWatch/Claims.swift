@@ -131,7 +131,11 @@ struct Claims: Sendable {
             }
         }
         if names.count < 100_000 {
-            unlink("\(directory)/\(Lease.fileName)")
+            // Its bookkeeping: the lease, and a lease's temp file if it died writing one.
+            try? FileOps.forEachName(in: directory) { name in
+                if name == Lease.fileName || name.hasPrefix(".tmp-") { unlink("\(directory)/\(name)") }
+                return true
+            }
             rmdir(directory)
         }
         return recovered

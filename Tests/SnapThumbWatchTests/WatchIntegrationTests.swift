@@ -107,6 +107,7 @@ import SnapThumbCore
         first.signal(SIGKILL)
         #expect(first.waitForExit(seconds: 30) != nil)
 
+        let orphaned = h.claimed()
         // Right after the crash every upload is in exactly one place.
         let keys = (h.uploads(in: "incoming") + h.claimed() + h.uploads(in: "done") + h.uploads(in: "failed"))
             .map { UploadName.parse($0).key }
@@ -115,6 +116,7 @@ import SnapThumbCore
         let second = try h.start(["--jobs", "2"])
         eventually("all 150 in done/", seconds: 120) { h.uploads(in: "done").count == 150 }
         #expect(h.uploads(in: "done") == names)
+        if !orphaned.isEmpty { #expect(second.logText.contains("returned the claim of a dead worker")) }
         #expect(h.claimed().isEmpty && h.uploads(in: "incoming").isEmpty && h.uploads(in: "failed").isEmpty)
         #expect(h.tempFiles(under: h.store).isEmpty, "temp files left in the store: \(h.tempFiles(under: h.store))")
         // The dead worker's claim directory is gone.
@@ -202,5 +204,45 @@ import SnapThumbCore
         #expect(h.uploads(in: "failed").isEmpty)
         #expect(h.successes(in: [worker]) == Dictionary(uniqueKeysWithValues: names.map { ($0, 1) }))
         #expect(try h.verifyStore() == 0)
+    }
+
+    @Test func deleteAfterSuccessRetentionAndTheMetricsTextfile() throws {
+        let h = try WatchHarness()
+        try FileManager.default.createDirectory(atPath: h.uploads + "/done", withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: h.uploads + "/done/old.jpg", contents: Data("x".utf8))
+        usleep(1_200_000)
+        let metrics = h.root + "/snapthumb.prom"
+        let worker = try h.start(["--after-success", "delete", "--done-retention", "1s", "--metrics-file", metrics, "--metrics-interval", "500ms"])
+        try h.drop("gone.jpg", try TestImages.jpeg(1))
+        try h.drop("bad.jpg", Array("nope".utf8))
+        eventually("manifest published and source deleted") {
+            (try? Store(root: h.store).manifest(for: "gone.jpg")) != nil && h.uploads(in: "incoming").isEmpty && h.claimed().isEmpty
+        }
+        #expect(h.uploads(in: "done").isEmpty, "the processed source is deleted and the old one expired")
+        eventually("metrics written") {
+            let text = (try? String(contentsOfFile: metrics, encoding: .utf8)) ?? ""
+            return text.contains("snapthumb_watch_files_processed_total 1") && text.contains("snapthumb_watch_files_failed_total{code=\"unsupported\"} 1")
+        }
+        let text = try String(contentsOfFile: metrics, encoding: .utf8)
+        #expect(text.contains("snapthumb_watch_processing_seconds_bucket"))
+        #expect(text.contains("snapthumb_watch_files_in_flight"))
+        #expect(text.contains("snapthumb_watch_backlog_files"))
+        #expect(text.contains("snapthumb_watch_bytes_written_total"))
+        #expect(worker.process.isRunning)
+    }
+
+    @Test func configurationMistakesAreUsageErrorsWithASentence() throws {
+        let h = try WatchHarness()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: WatchHarness.binary)
+        process.arguments = ["watch", h.uploads]
+        process.environment = ["SNAPTHUMB_DRAIN_TIMEOUT": "a while"]
+        let pipe = Pipe()
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        #expect(output.contains("no store given: pass --store <dir>, set SNAPTHUMB_STORE"))
     }
 }
