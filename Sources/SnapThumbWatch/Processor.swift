@@ -51,6 +51,10 @@ struct Processor: Sendable {
             }
             let upload = try pipeline.process(file: path, key: key, onImage: { inFlight.setImage($0, for: job) })
             timer.cancel()
+            // The kill flag only reaches the decode of the source image; an image that
+            // finished past its limit anyway is treated the same, so the outcome never
+            // depends on which step the timer happened to interrupt.
+            if inFlight.timedOut(job) { throw SnapError(.timeout, "") }
             try store.commit(upload)
             outcome = .success(upload)
         } catch let error as SnapError {

@@ -54,10 +54,10 @@ final class WatchHarness {
 
     /// Starts `snapthumb watch <uploads> --store <store>` with short test timings.
     @discardableResult
-    func start(_ extra: [String] = [], environment: [String: String] = [:]) throws -> Worker {
+    func start(_ extra: [String] = [], settle: String = "500ms", environment: [String: String] = [:]) throws -> Worker {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["watch", uploads, "--store", store, "--settle", "500ms", "--log-level", "debug"] + extra
+        process.arguments = ["watch", uploads, "--store", store, "--settle", settle, "--log-level", "debug"] + extra
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SNAPTHUMB_") }
         env.merge(environment) { $1 }
         process.environment = env
