@@ -40,6 +40,23 @@ final class InFlight: @unchecked Sendable {
         job.image?.kill()
     }
 
+    /// Whether `job` is still running (not finished, not released).
+    func isRunning(_ job: Job) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return jobs.values.contains { $0 === job }
+    }
+
+    /// A wedged worker's last act: every other claim goes back to `incoming/` unchanged,
+    /// while `stuck` stays claimed so that the restarted worker counts an attempt against it.
+    func releaseAll(except stuck: Job, _ release: (String) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        released = true
+        for (name, job) in jobs where job !== stuck { release(name) }
+        jobs = jobs.filter { $0.value === stuck }
+    }
+
     func timedOut(_ job: Job) -> Bool { lock.lock(); defer { lock.unlock() }; return job.timedOut }
 
     /// Runs the job's final move unless its claim was released meanwhile. Returns false if released.

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Logging
 import SnapThumbCore
@@ -41,10 +44,21 @@ struct Processor: Sendable {
     private func run(_ name: String, path: String, job: InFlight.Job) {
         let (key, attempts) = UploadName.parse(name)
         let start = DispatchTime.now()
-        let timer = DispatchWorkItem { [inFlight] in inFlight.expire(job) }
+        let timer = DispatchWorkItem { [self] in
+            inFlight.expire(job)
+            // libvips does not notice the kill flag everywhere (an interlaced PNG decodes in
+            // one call). An image still running after a grace period has wedged this thread.
+            let grace = max(config.imageTimeout, 5)
+            DispatchQueue.global().asyncAfter(deadline: .now() + grace) { [self] in
+                if inFlight.isRunning(job) { wedged(name, key: key, job: job, seconds: config.imageTimeout + grace) }
+            }
+        }
         DispatchQueue.global().asyncAfter(deadline: .now() + config.imageTimeout, execute: timer)
         var outcome: Result<ProcessedUpload, SnapError>
         do {
+            if let stall = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_STALL_KEY"], stall == key {
+                while true { sleep(3600) }  // tests only: an image that never finishes
+            }
             // Opening a symlink fails with ELOOP, an I/O error that would be retried forever.
             guard FileOps.status(path)?.isRegular == true else {
                 throw SnapError(.unsupported, "not a regular file: only files are uploads (no symlinks or directories)")
@@ -118,5 +132,16 @@ struct Processor: Sendable {
                 backoff(SnapError(.io, "cannot write to failed/"))
             }
         }
+    }
+
+    /// A thread cannot be stopped, so the process ends: the stuck upload stays claimed
+    /// (the restarted worker counts the attempt, and quarantines it as `poison` at the
+    /// limit), every other claim goes back to `incoming/`, and the exit status (70) tells
+    /// the supervisor (systemd `Restart=`) to start a fresh worker.
+    private func wedged(_ name: String, key: String, job: InFlight.Job, seconds: Double) {
+        logger.critical("an image did not stop at its time limit; exiting so a fresh worker takes over", metadata: [
+            "snap.key": "\(key)", "snap.s": "\(seconds)", "snap.attempts": "\(UploadName.parse(name).attempts + 1)"])
+        inFlight.releaseAll(except: job) { claims.release($0) }
+        _exit(70)
     }
 }

@@ -79,4 +79,25 @@ import SnapThumbCore
         eventually("temp files removed") { h.tempFiles(under: h.store).isEmpty }
         #expect(try h.verifyStore() == 0)
     }
+
+    @Test func anImageThatNeverStopsEndsTheWorkerAndIsPoisonAfterThreeTimes() throws {
+        let h = try WatchHarness()
+        try h.drop("fine.jpg", try TestImages.jpeg(1))
+        try h.drop("stuck.jpg", try TestImages.jpeg(2))
+        // Three workers end on it; the fourth quarantines it before trying again.
+        for attempt in 1...4 {
+            let worker = try h.start(["--image-timeout", "100ms", "--jobs", "1"],
+                                     environment: ["SNAPTHUMB_TEST_STALL_KEY": "stuck.jpg"])
+            if attempt < 4 {
+                #expect(worker.waitForExit(seconds: 60) == 70, "attempt \(attempt)")
+                #expect(h.claimed().map { UploadName.parse($0).key } == ["stuck.jpg"])
+            } else {
+                eventually("poison after three stalls") { h.uploads(in: "failed") == ["stuck.jpg"] }
+                let record = try JSONDecoder().decode(ErrorRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/stuck.jpg.error.json")))
+                #expect(record.code == "poison" && record.attempts == 3)
+                #expect(worker.process.isRunning)
+            }
+        }
+        eventually("the other upload is processed") { h.uploads(in: "done") == ["fine.jpg"] }
+    }
 }
