@@ -8,6 +8,7 @@
 /// Every upload is in exactly one of these at any moment; it moves between them
 /// only by rename(2), which is atomic within one file system.
 public struct Layout: Sendable {
+    /// The upload directory, without a trailing slash.
     public let root: String
     public var incoming: String { root + "/incoming" }
     public var processing: String { root + "/processing" }
@@ -18,6 +19,7 @@ public struct Layout: Sendable {
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
     }
 
+    /// Where `worker` keeps its claims (and its `.lease`).
     public func claims(of worker: String) -> String { "\(processing)/\(worker)" }
 
     /// Creates the four directories.
@@ -47,6 +49,7 @@ public enum UploadName {
         return (String(name[..<range.lowerBound]), n)
     }
 
+    /// The name under which an upload with `attempts` crashed attempts goes back to `incoming/`.
     public static func with(key: String, attempts: Int) -> String {
         attempts > 0 ? "\(key)\(attemptMarker)\(attempts)" : key
     }

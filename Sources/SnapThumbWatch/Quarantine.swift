@@ -7,13 +7,17 @@ import SnapThumbCore
 
 /// `failed/<name>.error.json`: why an upload was quarantined.
 public struct ErrorRecord: Codable, Sendable, Equatable {
+    /// The upload's name (its key in the store).
     public var key: String
+    /// An `ErrorCode` raw value: `corrupt`, `timeout`, `poison`, …
     public var code: String
+    /// A sentence saying what is wrong.
     public var message: String
     /// ISO 8601, UTC.
     public var time: String
     /// Attempts made, counting this one.
     public var attempts: Int
+    /// The worker id that quarantined it.
     public var worker: String
 }
 

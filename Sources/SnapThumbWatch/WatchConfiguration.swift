@@ -6,33 +6,46 @@ import Logging
 /// object of the config file (flags win, then the environment, then the file),
 /// and validated there with messages that say what to change.
 public struct WatchConfiguration: Sendable {
+    /// What happens to a source once its manifest is published: moved to `done/`, or deleted.
     public enum AfterSuccess: String, Sendable { case move, delete }
 
+    /// The directory holding `incoming/`, `processing/`, `done/`, `failed/`.
     public var uploadDirectory: String
+    /// The store root (as for `process`).
     public var store: String
+    /// Images processed at once, each on its own thread.
     public var jobs = ProcessInfo.processInfo.activeProcessorCount
+    /// The name of this worker's claim directory; nil means `<host>.<pid>`.
     public var workerID: String?
     /// Rescan every `pollInterval` instead of using inotify (NFS and other network file systems).
     public var poll = false
     public var pollInterval = 2.0
     /// A file written in place is taken once its size and mtime were stable this long.
     public var settle = 1.0
+    /// A full rescan of `incoming/` this often, as a safety net for lost events.
     public var rescanInterval = 60.0
+    /// Per-image time limit; slower images are quarantined as `timeout`.
     public var imageTimeout = 10.0
+    /// On SIGTERM, how long images in flight may finish before their claims are returned.
     public var drainTimeout = 25.0
     /// Claims of a worker on another host go back to `incoming/` when its lease is this old.
     public var leaseTimeout = 60.0
+    /// Worker crashes or stalls on one upload before it is quarantined as `poison`.
     public var maxAttempts = 3
+    /// Keep processed sources in `done/`, or delete them.
     public var afterSuccess = AfterSuccess.move
     /// How long `done/` keeps sources; 0 keeps them forever.
     public var doneRetention = 7 * 86_400.0
     /// Prometheus textfile (node_exporter's textfile collector), rewritten atomically.
     public var metricsFile: String?
+    /// How often the metrics file is rewritten.
     public var metricsInterval = 5.0
+    /// The lowest level logged.
     public var logLevel = Logger.Level.info
     /// Names held in memory at once, whatever the backlog.
     public var queueCapacity = 4096
 
+    /// Defaults for everything but the two directories.
     public init(uploadDirectory: String, store: String) {
         self.uploadDirectory = uploadDirectory
         self.store = store

@@ -12,6 +12,7 @@ import SnapThumbCore
 /// reads inotify events, one rescans, one does housekeeping (lease heartbeat,
 /// dead workers' claims, metrics file, `done/` retention). All block when idle.
 public final class WatchService: Service, @unchecked Sendable {
+    /// The validated configuration it runs with.
     public let config: WatchConfiguration
     private let pipeline: Pipeline
     private let registry: PrometheusCollectorRegistry?
@@ -33,6 +34,7 @@ public final class WatchService: Service, @unchecked Sendable {
     /// Points swift-metrics at a Prometheus registry. Call once per process.
     public static func bootstrapMetrics() -> PrometheusCollectorRegistry { WatchMetrics.bootstrapPrometheus() }
 
+    /// Watches until graceful shutdown, then drains; throws only if the directories cannot be prepared.
     public func run() async throws {
         let config = self.config
         let layout = self.layout
