@@ -9,11 +9,13 @@ final class Scanner: @unchecked Sendable {
     private let condition = NSCondition()
     private var requested = false
     private var stopped = false
+    private var interval: Double
     private let finished = DispatchSemaphore(value: 0)
 
     init(incoming: String, interval: Double, candidates: Candidates, logger: Logger) {
+        self.interval = interval
         let thread = Thread { [self] in
-            while let reason = nextScan(interval: interval) {
+            while let reason = nextScan() {
                 var offered = 0
                 do {
                     try FileOps.forEachName(in: incoming) { name in
@@ -40,6 +42,14 @@ final class Scanner: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Changes the period (polling instead of inotify when inotify is unavailable).
+    func setInterval(_ seconds: Double) {
+        condition.lock()
+        interval = seconds
+        condition.signal()
+        condition.unlock()
+    }
+
     func stop() {
         condition.lock()
         stopped = true
@@ -48,7 +58,7 @@ final class Scanner: @unchecked Sendable {
         finished.wait()
     }
 
-    private func nextScan(interval: Double) -> String? {
+    private func nextScan() -> String? {
         condition.lock()
         defer { condition.unlock() }
         let deadline = Date().addingTimeInterval(interval)

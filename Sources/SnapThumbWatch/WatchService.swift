@@ -79,22 +79,7 @@ public final class WatchService: Service, @unchecked Sendable {
             },
             succeeded: { backoff.reset() })
 
-        var watcher: InotifyWatcher?
-        if !config.poll {
-            let simulate = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_SIMULATE_OVERFLOW"] == "1"
-            watcher = try InotifyWatcher(directory: layout.incoming, simulateOverflow: simulate, logger: logger) { event in
-                switch event {
-                case .overflow:
-                    logger.notice("inotify queue overflowed; rescanning incoming/")
-                    scanner.request()
-                case .written(let name) where UploadName.isUpload(name):
-                    if !candidates.offer(name, complete: false) { scanner.request() }
-                case .movedIn(let name) where UploadName.isUpload(name):
-                    if !candidates.offer(name, complete: true) { scanner.request() }
-                default: break
-                }
-            }
-        }
+        let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
         scanner.request()
 
         let workers = DispatchGroup()
@@ -141,6 +126,32 @@ public final class WatchService: Service, @unchecked Sendable {
         textfile?.write(logger: logger)
         if drained { claims.unregister() }
         logger.info("stopped", metadata: ["snap.worker": "\(me.id)"])
+    }
+
+    /// inotify on `incoming/`; nil (and polling at `pollInterval`) when it is unavailable,
+    /// e.g. when fs.inotify.max_user_watches is reached: slower, but nothing is lost.
+    private func startWatcher(candidates: Candidates, scanner: Scanner) -> InotifyWatcher? {
+        let logger = self.logger
+        let simulate = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_SIMULATE_OVERFLOW"] == "1"
+        do {
+            return try InotifyWatcher(directory: layout.incoming, simulateOverflow: simulate, logger: logger) { event in
+                switch event {
+                case .overflow:
+                    logger.notice("inotify queue overflowed; rescanning incoming/")
+                    scanner.request()
+                case .written(let name) where UploadName.isUpload(name):
+                    if !candidates.offer(name, complete: false) { scanner.request() }
+                case .movedIn(let name) where UploadName.isUpload(name):
+                    if !candidates.offer(name, complete: true) { scanner.request() }
+                default: break
+                }
+            }
+        } catch {
+            logger.warning("inotify is unavailable; polling instead", metadata: [
+                "snap.error": "\(error)", "snap.poll_s": "\(config.pollInterval)"])
+            scanner.setInterval(config.pollInterval)
+            return nil
+        }
     }
 
     static func countUploads(in directory: String) -> Int {
