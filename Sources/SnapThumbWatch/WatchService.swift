@@ -55,6 +55,10 @@ public final class WatchService: Service, @unchecked Sendable {
 
         // Crash recovery before the first claim: dead workers' claims (and our own
         // leftovers under a fixed --worker-id) go back to incoming/, temp files go.
+        if FileOps.status(claims.mine) != nil, !claims.isGone(me.id) {
+            // Recovering "our own" leftovers would steal a live worker's claims.
+            throw WatchConfigError("worker id \(me.id) is in use by a running worker (its lease in \(claims.mine) is fresh); give each worker its own --worker-id")
+        }
         claims.recoverAbandoned(includingMine: true)
         try claims.register()
         janitor.removeStaleTemporaries(under: store.root)

@@ -100,4 +100,14 @@ import SnapThumbCore
         }
         eventually("the other upload is processed") { h.uploads(in: "done") == ["fine.jpg"] }
     }
+
+    @Test func aSecondWorkerWithTheSameIdRefusesToStart() throws {
+        let h = try WatchHarness()
+        let first = try h.start(["--worker-id", "same"])
+        eventually("first worker registered") { FileManager.default.fileExists(atPath: h.uploads + "/processing/same/.lease") }
+        let second = try h.start(["--worker-id", "same"])
+        #expect(second.waitForExit(seconds: 30) == 1)
+        #expect(second.logText.contains("worker id same is in use by a running worker"))
+        #expect(first.process.isRunning)
+    }
 }
