@@ -83,7 +83,8 @@ import SnapThumbCore
         let h = try WatchHarness()
         let images = try (0..<8).map { try TestImages.jpeg($0) }
         let names = (0..<300).map { String(format: "snap-%03d.jpg", $0) }
-        let workers = try (0..<3).map { try h.start(["--jobs", "1", "--worker-id", "w\($0)"]) }
+        // A tiny queue: most events find it full, so the rescans must find those files.
+        let workers = try (0..<3).map { try h.start(["--jobs", "1", "--worker-id", "w\($0)", "--queue-capacity", "16"]) }
         for (i, name) in names.enumerated() { try h.drop(name, images[i % images.count]) }
 
         eventually("all 300 in done/", seconds: 120) { h.uploads(in: "done").count == 300 }
@@ -133,6 +134,7 @@ import SnapThumbCore
         for (i, name) in names.enumerated() { try h.drop(name, images[i % images.count]) }
         let worker = try h.start(["--jobs", "2", "--drain-timeout", "20s"])
         eventually("some uploads done") { h.uploads(in: "done").count >= 5 }
+        let inFlight = h.claimed()
         worker.signal(SIGTERM)
         let status = worker.waitForExit(seconds: 40)
         #expect(status == 0)
@@ -140,6 +142,8 @@ import SnapThumbCore
         #expect(h.claimed().isEmpty)
         #expect((h.uploads(in: "incoming") + h.uploads(in: "done")).sorted() == names)
         #expect(h.uploads(in: "incoming").count > 0, "the backlog should not have been finished after SIGTERM")
+        // What was in flight at the signal was finished, not handed back.
+        #expect(Set(inFlight).isSubset(of: h.uploads(in: "done")), "in flight: \(inFlight)")
         let store = try Store(root: h.store)
         for name in h.uploads(in: "done") { #expect(try store.manifest(for: name) != nil) }
     }
