@@ -128,7 +128,8 @@ public final class WatchService: Service, @unchecked Sendable {
         housekeeping.stop()
         metrics.backlog.record(Self.countUploads(in: layout.incoming))
         textfile?.write(logger: logger)
-        if drained { claims.unregister() }
+        // Every claim is finished or returned by now, so the claim directory goes too.
+        claims.unregister()
         logger.info("stopped", metadata: ["snap.worker": "\(me.id)"])
     }
 

@@ -158,6 +158,7 @@ import SnapThumbCore
         worker.signal(SIGINT)
         #expect(worker.waitForExit(seconds: 30) == 0)
         #expect(h.claimed().isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: h.uploads + "/processing").isEmpty, "claim directory left behind")
         #expect((h.uploads(in: "incoming").map { UploadName.parse($0).key } + h.uploads(in: "done")).sorted() == names)
         // A restart finishes the rest.
         try h.start(["--jobs", "2"])
