@@ -11,6 +11,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The watch daemon: graceful shutdown on SIGTERM, metrics in Prometheus text format.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
@@ -30,10 +34,23 @@ let package = Package(
             name: "SnapThumbCore",
             dependencies: ["VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
+        // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
+        .target(
+            name: "SnapThumbWatch",
+            dependencies: [
+                "SnapThumbCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "snapthumb",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbWatch",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -41,6 +58,11 @@ let package = Package(
         .testTarget(
             name: "SnapThumbCoreTests",
             dependencies: ["SnapThumbCore", "VipsKit"]
+        ),
+        // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
+        .testTarget(
+            name: "SnapThumbWatchTests",
+            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "VipsKit"]
         ),
     ]
 )

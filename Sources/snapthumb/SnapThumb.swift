@@ -18,23 +18,28 @@ struct SnapThumb: ParsableCommand {
 
         Exit status: 0 all succeeded; 1 some input failed (verify: problems found); 2 usage error.
 
-        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, io, poison, internal.
+        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, io, timeout, poison, internal.
 
         Examples:
           snapthumb process snap.jpg --store ./store
           snapthumb backfill ./uploads --store ./store --report failures.json
           snapthumb verify ./store
+          snapthumb watch /srv/uploads --store ./store
         """,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WorkerCommand.self]
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, WorkerCommand.self]
     )
 }
 
 @main
 enum Main {
-    static func main() {
+    static func main() async {
         do {
             var command = try SnapThumb.parseAsRoot()
-            try command.run()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
         } catch {
             exit(handle(error))
         }

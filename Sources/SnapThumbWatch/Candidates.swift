@@ -1,0 +1,126 @@
+import Foundation
+
+/// Names in `incoming/` that may be ready to claim: a bounded queue shared by the
+/// event reader, the scanner and the worker threads.
+///
+/// Memory stays bounded whatever the backlog: at most `capacity` names are held.
+/// An event that finds the queue full is dropped and a rescan is requested
+/// instead; the scanner waits for room. A name written in place is handed out
+/// only once its size and mtime have been stable for `settle` seconds.
+final class Candidates: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let capacity: Int
+    private let settle: Double
+    private let incoming: String
+    private var ready: [String] = []
+    private var readyHead = 0
+    /// Names waiting to settle, with the last size/mtime seen and when to look again.
+    private var settling: [String: (status: FileOps.Status?, due: Double)] = [:]
+    private var members: Set<String> = []
+    private var stopped = false
+    private var pausedUntil = 0.0
+
+    init(incoming: String, capacity: Int, settle: Double) {
+        self.incoming = incoming
+        self.capacity = max(16, capacity)
+        self.settle = settle
+    }
+
+    var count: Int { condition.lock(); defer { condition.unlock() }; return members.count }
+
+    /// Adds a name without waiting. `complete`: it was renamed in, so it needs no settling.
+    /// Returns false when the queue is full (the caller should request a rescan).
+    func offer(_ name: String, complete: Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return add(name, complete: complete)
+    }
+
+    /// Adds a name, waiting for room (the scanner). Returns false once stopped.
+    func offerWaiting(_ name: String) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !stopped && members.count >= capacity && !members.contains(name) { condition.wait() }
+        return !stopped && add(name, complete: false)
+    }
+
+    private func add(_ name: String, complete: Bool) -> Bool {
+        if members.contains(name) {
+            if complete, settling.removeValue(forKey: name) != nil { ready.append(name); condition.broadcast() }
+            return true
+        }
+        guard !stopped, members.count < capacity else { return false }
+        members.insert(name)
+        if complete { ready.append(name) } else { settling[name] = (nil, 0) }
+        condition.broadcast()
+        return true
+    }
+
+    /// The next name to try to claim; waits while there is none. Nil once stopped.
+    func take() -> String? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if stopped { return nil }
+            let now = wallNow()
+            if now < pausedUntil {
+                _ = condition.wait(until: Date(timeIntervalSince1970: pausedUntil))
+                continue
+            }
+            if readyHead < ready.count {
+                let name = ready[readyHead]
+                readyHead += 1
+                if readyHead > 1024, readyHead * 2 > ready.count {
+                    ready.removeFirst(readyHead)
+                    readyHead = 0
+                }
+                members.remove(name)
+                condition.broadcast()
+                return name
+            }
+            var next = Double.infinity
+            for (name, entry) in settling where entry.due <= now {
+                examine(name, entry.status, now: now)
+            }
+            if readyHead < ready.count { continue }
+            for entry in settling.values { next = min(next, entry.due) }
+            if next.isFinite {
+                _ = condition.wait(until: Date(timeIntervalSince1970: max(next, now + 0.01)))
+            } else {
+                condition.wait()
+            }
+        }
+    }
+
+    /// Ready once unchanged since the last look and untouched for `settle` seconds.
+    private func examine(_ name: String, _ last: FileOps.Status?, now: Double) {
+        guard let status = FileOps.status("\(incoming)/\(name)") else {
+            settling.removeValue(forKey: name)
+            members.remove(name)
+            return
+        }
+        let quiet = now - status.mtime
+        // Symlinks and directories are handed out too: the processor quarantines them.
+        if !status.isRegular || (quiet >= settle && (last == nil || last == status)) {
+            settling.removeValue(forKey: name)
+            ready.append(name)
+        } else {
+            settling[name] = (status, max(status.mtime + settle, now + min(settle, 0.25)))
+        }
+    }
+
+    /// Stops handing out names for `seconds` (backoff after a transient failure).
+    func pause(for seconds: Double) {
+        condition.lock()
+        pausedUntil = max(pausedUntil, wallNow() + seconds)
+        condition.unlock()
+    }
+
+    /// Wakes every waiter; `take` and `offerWaiting` return at once from now on.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}

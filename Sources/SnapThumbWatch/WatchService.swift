@@ -1,0 +1,241 @@
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import SnapThumbCore
+
+/// `snapthumb watch` as a swift-service-lifecycle `Service`: it runs until graceful
+/// shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the
+/// uploads in flight for up to `drainTimeout` seconds, hands back the rest, and returns.
+///
+/// Threads: `jobs` worker threads run libvips (never the cooperative pool); one
+/// reads inotify events, one rescans, one does housekeeping (lease heartbeat,
+/// dead workers' claims, metrics file, `done/` retention). All block when idle.
+public final class WatchService: Service, @unchecked Sendable {
+    /// The validated configuration it runs with.
+    public let config: WatchConfiguration
+    private let pipeline: Pipeline
+    private let registry: PrometheusCollectorRegistry?
+    private let logger: Logger
+    private let layout: Layout
+    private let me: WorkerIdentity
+
+    /// - Parameter registry: where `WatchMetrics` are collected (from
+    ///   `WatchService.bootstrapMetrics()`); needed for `metricsFile`.
+    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger) {
+        self.config = config
+        self.pipeline = pipeline
+        self.registry = registry
+        self.logger = logger
+        layout = Layout(root: config.uploadDirectory)
+        me = WorkerIdentity(id: config.workerID)
+    }
+
+    /// Points swift-metrics at a Prometheus registry. Call once per process.
+    public static func bootstrapMetrics() -> PrometheusCollectorRegistry { WatchMetrics.bootstrapPrometheus() }
+
+    /// Watches until graceful shutdown, then drains; throws only if the directories cannot be prepared.
+    public func run() async throws {
+        let config = self.config
+        let layout = self.layout
+        let logger = self.logger
+        let store: Store
+        do {
+            try layout.create()
+            store = try Store(root: config.store)
+        } catch let error as SnapError {
+            throw WatchConfigError("cannot prepare the directories: \(error.message)")
+        }
+        let quarantine = Quarantine(layout: layout, logger: logger)
+        let claims = Claims(layout: layout, me: me, leaseTimeout: config.leaseTimeout, maxAttempts: config.maxAttempts,
+                            quarantine: quarantine, logger: logger)
+        let janitor = Janitor(logger: logger)
+        let metrics = WatchMetrics()
+        let textfile = registry.flatMap { registry in config.metricsFile.map { MetricsTextfile(path: $0, registry: registry) } }
+
+        // Crash recovery before the first claim: dead workers' claims (and our own
+        // leftovers under a fixed --worker-id) go back to incoming/, temp files go.
+        if FileOps.status(claims.mine) != nil, !claims.isGone(me.id) {
+            // Recovering "our own" leftovers would steal a live worker's claims.
+            throw WatchConfigError("worker id \(me.id) is in use by a running worker (its lease in \(claims.mine) is fresh); give each worker its own --worker-id")
+        }
+        claims.recoverAbandoned(includingMine: true)
+        try claims.register()
+        janitor.removeStaleTemporaries(under: store.root)
+        janitor.removeStaleTemporaries(under: layout.failed)
+        if let file = config.metricsFile { janitor.removeStaleTemporaries(under: (file as NSString).deletingLastPathComponent) }
+
+        let candidates = Candidates(incoming: layout.incoming, capacity: config.queueCapacity, settle: config.settle)
+        let scanner = Scanner(incoming: layout.incoming, interval: config.poll ? config.pollInterval : config.rescanInterval,
+                              candidates: candidates, logger: logger)
+        let backoff = Backoff()
+        let inFlight = InFlight()
+        let processor = Processor(
+            pipeline: pipeline, store: store, claims: claims, quarantine: quarantine, inFlight: inFlight, metrics: metrics,
+            config: config, logger: logger,
+            backoff: { [logger] error in
+                let delay = backoff.next()
+                logger.notice("pausing claims after a transient failure", metadata: [
+                    "snap.code": "\(error.code.rawValue)", "snap.pause_s": "\(delay)"])
+                candidates.pause(for: delay)
+                // The released uploads' own events arrive during the pause; look again after it.
+                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { scanner.request() }
+            },
+            succeeded: { backoff.reset() })
+
+        let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
+        scanner.request()
+
+        let workers = DispatchGroup()
+        for n in 0..<config.jobs {
+            workers.enter()
+            let thread = Thread {
+                while let name = candidates.take() { processor.handle(name) }
+                workers.leave()
+            }
+            thread.name = "snapthumb-watch-\(n)"
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+
+        let expiry = Ticker.Every(seconds: 600)
+        let housekeeping = Ticker(interval: config.heartbeatInterval) {
+            claims.heartbeat()
+            if claims.recoverAbandoned(includingMine: false) > 0 { scanner.request() }
+            metrics.backlog.record(Self.countUploads(in: layout.incoming))
+            textfile?.write(logger: logger)
+            if expiry.due() {
+                janitor.expireDone(in: layout.done, retention: config.doneRetention)
+            }
+        }
+        logger.info("watching", metadata: [
+            "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.root)",
+            "snap.jobs": "\(config.jobs)", "snap.mode": "\(config.poll ? "poll" : "inotify")"])
+
+        // Run until SIGTERM/SIGINT (or cancellation).
+        try? await gracefulShutdown()
+
+        logger.info("shutting down: no new claims; draining uploads in flight", metadata: [
+            "snap.in_flight": "\(inFlight.count)", "snap.drain_s": "\(config.drainTimeout)"])
+        candidates.stop()
+        watcher?.stop()
+        scanner.stop()
+        let drained = await Self.wait(for: workers, seconds: config.drainTimeout)
+        if !drained {
+            let released = inFlight.releaseAll { claims.release($0) }
+            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": "\(released)"])
+        }
+        housekeeping.stop()
+        metrics.backlog.record(Self.countUploads(in: layout.incoming))
+        textfile?.write(logger: logger)
+        // Every claim is finished or returned by now, so the claim directory goes too.
+        claims.unregister()
+        logger.info("stopped", metadata: ["snap.worker": "\(me.id)"])
+    }
+
+    /// inotify on `incoming/`; nil (and polling at `pollInterval`) when it is unavailable,
+    /// e.g. when fs.inotify.max_user_watches is reached: slower, but nothing is lost.
+    private func startWatcher(candidates: Candidates, scanner: Scanner) -> InotifyWatcher? {
+        let logger = self.logger
+        let simulate = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_SIMULATE_OVERFLOW"] == "1"
+        do {
+            return try InotifyWatcher(directory: layout.incoming, simulateOverflow: simulate, logger: logger) { event in
+                switch event {
+                case .overflow:
+                    logger.notice("inotify queue overflowed; rescanning incoming/")
+                    scanner.request()
+                case .written(let name) where UploadName.isUpload(name):
+                    if !candidates.offer(name, complete: false) { scanner.request() }
+                case .movedIn(let name) where UploadName.isUpload(name):
+                    if !candidates.offer(name, complete: true) { scanner.request() }
+                default: break
+                }
+            }
+        } catch {
+            logger.warning("inotify is unavailable; polling instead", metadata: [
+                "snap.error": "\(error)", "snap.poll_s": "\(config.pollInterval)"])
+            scanner.setInterval(config.pollInterval)
+            return nil
+        }
+    }
+
+    static func countUploads(in directory: String) -> Int {
+        var count = 0
+        try? FileOps.forEachName(in: directory) { name in
+            if UploadName.isUpload(name) { count += 1 }
+            return true
+        }
+        return count
+    }
+
+    /// Waits for the group on a plain thread, so the cooperative pool is never blocked.
+    static func wait(for group: DispatchGroup, seconds: Double) async -> Bool {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: group.wait(timeout: .now() + seconds) == .success)
+            }
+        }
+    }
+}
+
+/// Exponential backoff for transient failures: 1 s, 2 s, 4 s … up to 60 s; reset by a success.
+final class Backoff: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current = 0.0
+
+    func next() -> Double {
+        lock.lock()
+        defer { lock.unlock() }
+        current = current == 0 ? 1 : min(60, current * 2)
+        return current
+    }
+
+    func reset() { lock.lock(); current = 0; lock.unlock() }
+}
+
+/// Calls `tick` every `interval` seconds on its own thread until `stop()`.
+final class Ticker: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var stopped = false
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(interval: Double, tick: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            condition.lock()
+            while !stopped {
+                if !condition.wait(until: Date().addingTimeInterval(interval)), !stopped {
+                    condition.unlock()
+                    tick()
+                    condition.lock()
+                }
+            }
+            condition.unlock()
+            finished.signal()
+        }
+        thread.name = "snapthumb-housekeeping"
+        thread.start()
+    }
+
+    /// True at most once per `seconds` (work that housekeeping does less often).
+    final class Every: @unchecked Sendable {
+        private let lock = NSLock()
+        private let seconds: Double
+        private var last = Date.distantPast
+        init(seconds: Double) { self.seconds = seconds }
+        func due() -> Bool {
+            lock.lock()
+            defer { lock.unlock() }
+            guard Date().timeIntervalSince(last) >= seconds else { return false }
+            last = Date()
+            return true
+        }
+    }
+
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.signal()
+        condition.unlock()
+        finished.wait()
+    }
+}

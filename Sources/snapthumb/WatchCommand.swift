@@ -1,0 +1,160 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SnapThumbCore
+import SnapThumbWatch
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Process uploads dropped into a directory, as a long-running worker.",
+        discussion: """
+        Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in;
+        files written in place are taken once stable for --settle). Each is claimed by an atomic
+        rename into processing/<worker-id>/, so several workers can share one directory. After its
+        manifest is published the source moves to done/ (or is deleted: --after-success delete);
+        a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store
+        full or read-only) go back to incoming/ and are retried with backoff.
+
+        SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
+
+        Every option can also be set as SNAPTHUMB_<NAME> (e.g. SNAPTHUMB_DRAIN_TIMEOUT=25s) or in the
+        --config file's "watch" object (e.g. "drainTimeout": "25s"); flags win over the environment,
+        which wins over the file. Durations: 500ms, 10s, 5m, 2h, 7d, or plain seconds.
+        """
+    )
+
+    @Argument(help: ArgumentHelp("Upload directory (incoming/, processing/, done/, failed/ are created in it).", valueName: "upload-dir"))
+    var uploadDirectory: String
+
+    @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
+    var store: String?
+
+    @Option(name: .long, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
+    var jobs: String?
+
+    @Option(name: .long, help: ArgumentHelp("This worker's name in processing/. [default: <host>.<pid>]", valueName: "id"))
+    var workerID: String?
+
+    @Flag(name: .long, help: "Rescan every --poll-interval instead of using inotify (NFS and other network file systems).")
+    var poll = false
+
+    @Option(name: .long, help: ArgumentHelp("Rescan interval in --poll mode. [default: 2s]", valueName: "duration"))
+    var pollInterval: String?
+
+    @Option(name: .long, help: ArgumentHelp("A file written in place is taken once unchanged this long. [default: 1s]", valueName: "duration"))
+    var settle: String?
+
+    @Option(name: .long, help: ArgumentHelp("Full rescan of incoming/ as a safety net for lost events. [default: 60s]", valueName: "duration"))
+    var rescanInterval: String?
+
+    @Option(name: .long, help: ArgumentHelp("Per-image time limit; slower images are quarantined as 'timeout'. [default: 10s]", valueName: "duration"))
+    var imageTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("On SIGTERM, how long in-flight images may finish. [default: 25s]", valueName: "duration"))
+    var drainTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("Claims of a worker on another host return to incoming/ when its lease is this old. [default: 60s]", valueName: "duration"))
+    var leaseTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("Crashes or stalls of workers before an upload is quarantined as 'poison'. [default: 3]", valueName: "n"))
+    var maxAttempts: String?
+
+    @Option(name: .long, help: ArgumentHelp("What happens to a processed source: move (to done/) or delete. [default: move]", valueName: "action"))
+    var afterSuccess: String?
+
+    @Option(name: .long, help: ArgumentHelp("How long done/ keeps sources; 0 keeps them forever. [default: 7d]", valueName: "duration"))
+    var doneRetention: String?
+
+    @Option(name: .long, help: ArgumentHelp("Write Prometheus metrics to this .prom file (node_exporter textfile collector).", valueName: "file"))
+    var metricsFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("How often the metrics file is rewritten. [default: 5s]", valueName: "duration"))
+    var metricsInterval: String?
+
+    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info]", valueName: "level"))
+    var logLevel: String?
+
+    @Option(name: .long, help: ArgumentHelp("Upload names held in memory at once, whatever the backlog. [default: 4096]", valueName: "n"))
+    var queueCapacity: String?
+
+    @OptionGroup(title: "Pipeline settings")
+    var pipelineOptions: PipelineOptions
+
+    /// The validated configuration (flags, then SNAPTHUMB_* variables, then the config file).
+    func watchConfiguration() throws -> WatchConfiguration {
+        var flags: [String: String] = [:]
+        let given: [(String, String?)] = [
+            ("store", store), ("jobs", jobs), ("worker-id", workerID), ("poll", poll ? "true" : nil),
+            ("poll-interval", pollInterval), ("settle", settle), ("rescan-interval", rescanInterval),
+            ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("lease-timeout", leaseTimeout),
+            ("max-attempts", maxAttempts), ("after-success", afterSuccess), ("done-retention", doneRetention),
+            ("metrics-file", metricsFile), ("metrics-interval", metricsInterval), ("log-level", logLevel),
+            ("queue-capacity", queueCapacity),
+        ]
+        for case let (name, value?) in given { flags[name] = value }
+        let environment = ProcessInfo.processInfo.environment
+        let configPath = pipelineOptions.config ?? environment["SNAPTHUMB_CONFIG"]
+        var file: (path: String, values: [String: String])?
+        if let configPath {
+            guard let data = FileManager.default.contents(atPath: configPath) else {
+                throw ValidationError("cannot read config file \(configPath)")
+            }
+            let document: ConfigDocument
+            do { document = try JSONDecoder().decode(ConfigDocument.self, from: data) } catch {
+                throw ValidationError("config file \(configPath): \"watch\" must be an object of settings whose values are strings, numbers or booleans")
+            }
+            if let watch = document.watch { file = (configPath, watch.mapValues(\.text)) }
+        }
+        do {
+            return try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
+        } catch let error as WatchConfigError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func run() async throws {
+        let config = try watchConfiguration()
+        var settingsOptions = pipelineOptions
+        if settingsOptions.config == nil { settingsOptions.config = ProcessInfo.processInfo.environment["SNAPTHUMB_CONFIG"] }
+        let pipeline = try settingsOptions.pipeline()
+
+        let level = config.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "snapthumb.watch")
+        let registry = WatchService.bootstrapMetrics()
+        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch let error as WatchConfigError {
+            printError("watch: \(error.description)")
+            throw ExitCode(1)
+        } catch {
+            printError("watch: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// The part of the config file `watch` reads: its "watch" object of scalar settings.
+private struct ConfigDocument: Decodable {
+    var watch: [String: Scalar]?
+
+    struct Scalar: Decodable {
+        var text: String
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.singleValueContainer()
+            if let b = try? c.decode(Bool.self) { text = b ? "true" : "false" }
+            else if let i = try? c.decode(Int.self) { text = String(i) }
+            else if let d = try? c.decode(Double.self) { text = String(d) }
+            else { text = try c.decode(String.self) }
+        }
+    }
+}

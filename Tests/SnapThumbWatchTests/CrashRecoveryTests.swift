@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import SnapThumbCore
+@testable import SnapThumbWatch
+
+/// Claims left by workers that died, built by hand so that each case is certain.
+@Suite(.serialized) struct CrashRecoveryTests {
+    /// A pid that belonged to a process that has exited.
+    func deadPID() throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/true")
+        try p.run()
+        p.waitUntilExit()
+        return p.processIdentifier
+    }
+
+    func claim(_ h: WatchHarness, worker: String, name: String, bytes: [UInt8], lease: Lease?, leaseAge: Double = 0) throws {
+        let dir = "\(h.uploads)/processing/\(worker)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
+        if let lease {
+            let path = "\(dir)/\(Lease.fileName)"
+            try JSONEncoder().encode(lease).write(to: URL(fileURLWithPath: path))
+            let then = Date().addingTimeInterval(-leaseAge)
+            try FileManager.default.setAttributes([.modificationDate: then], ofItemAtPath: path)
+        }
+    }
+
+    @Test func deadWorkersClaimsReturnAndAThirdCrashIsPoison() throws {
+        let h = try WatchHarness()
+        let host = WorkerIdentity.hostname()
+        let pid = try deadPID()
+        let image = try TestImages.jpeg(3)
+        // Same host, process gone: back at once, attempt counted.
+        try claim(h, worker: "\(host).\(pid)", name: "crashed-once.jpg", bytes: image,
+                  lease: Lease(worker: "\(host).\(pid)", host: host, pid: pid))
+        // Two crashes before: this one is the third.
+        try claim(h, worker: "\(host).\(pid)", name: "crashed-twice.jpg~attempt-2", bytes: image,
+                  lease: Lease(worker: "\(host).\(pid)", host: host, pid: pid))
+        // Another host, lease expired: back.
+        try claim(h, worker: "far.1", name: "expired.jpg", bytes: image,
+                  lease: Lease(worker: "far.1", host: "far-away-host", pid: 1), leaseAge: 600)
+        // Another host, lease fresh: left alone.
+        try claim(h, worker: "near.1", name: "leased.jpg", bytes: image,
+                  lease: Lease(worker: "near.1", host: "far-away-host", pid: 1), leaseAge: 0)
+
+        let worker = try h.start(["--lease-timeout", "60s"])
+        eventually("recovered uploads are processed") { h.uploads(in: "done") == ["crashed-once.jpg", "expired.jpg"] }
+        #expect(h.uploads(in: "failed") == ["crashed-twice.jpg"])
+        let record = try JSONDecoder().decode(ErrorRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/crashed-twice.jpg.error.json")))
+        #expect(record.code == "poison" && record.attempts == 3)
+        #expect(h.claimed() == ["leased.jpg"])
+        #expect(worker.logText.contains("snap.attempts=2"))
+    }
+
+    @Test func anImageOverTheTimeLimitIsQuarantinedAsTimeout() throws {
+        let h = try WatchHarness()
+        let worker = try h.start(["--image-timeout", "1ms"])
+        try h.drop("slow.jpg", try TestImages.jpeg(1, width: 2000, height: 1500))
+        eventually("quarantined") { h.uploads(in: "failed") == ["slow.jpg"] }
+        let record = try JSONDecoder().decode(ErrorRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/slow.jpg.error.json")))
+        #expect(record.code == "timeout")
+        #expect(worker.process.isRunning)
+    }
+
+    @Test func tempFilesOfDeadProcessesAreRemovedFromTheStoreAtStart() throws {
+        let h = try WatchHarness()
+        let pid = try deadPID()
+        let blobs = "\(h.store)/blobs/sha256/ab"
+        try FileManager.default.createDirectory(atPath: blobs, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: "\(h.store)/manifests", withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: "\(blobs)/.tmp-\(pid)-1-abcdef", contents: Data("partial".utf8))
+        _ = FileManager.default.createFile(atPath: "\(h.store)/manifests/.tmp-\(pid)-2-a.jpg.json", contents: Data("{".utf8))
+        #expect(h.tempFiles(under: h.store).count == 2)
+        try h.start()
+        eventually("temp files removed") { h.tempFiles(under: h.store).isEmpty }
+        #expect(try h.verifyStore() == 0)
+    }
+
+    @Test func anImageThatNeverStopsEndsTheWorkerAndIsPoisonAfterThreeTimes() throws {
+        let h = try WatchHarness()
+        try h.drop("fine.jpg", try TestImages.jpeg(1))
+        try h.drop("stuck.jpg", try TestImages.jpeg(2))
+        // Three workers end on it; the fourth quarantines it before trying again.
+        for attempt in 1...4 {
+            let worker = try h.start(["--image-timeout", "100ms", "--jobs", "1"],
+                                     environment: ["SNAPTHUMB_TEST_STALL_KEY": "stuck.jpg"])
+            if attempt < 4 {
+                #expect(worker.waitForExit(seconds: 60) == 70, "attempt \(attempt)")
+                #expect(h.claimed().map { UploadName.parse($0).key } == ["stuck.jpg"])
+            } else {
+                eventually("poison after three stalls") { h.uploads(in: "failed") == ["stuck.jpg"] }
+                let record = try JSONDecoder().decode(ErrorRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/stuck.jpg.error.json")))
+                #expect(record.code == "poison" && record.attempts == 3)
+                #expect(worker.process.isRunning)
+            }
+        }
+        eventually("the other upload is processed") { h.uploads(in: "done") == ["fine.jpg"] }
+    }
+
+    @Test func aSecondWorkerWithTheSameIdRefusesToStart() throws {
+        let h = try WatchHarness()
+        let first = try h.start(["--worker-id", "same"])
+        eventually("first worker registered") { FileManager.default.fileExists(atPath: h.uploads + "/processing/same/.lease") }
+        let second = try h.start(["--worker-id", "same"])
+        #expect(second.waitForExit(seconds: 30) == 1)
+        #expect(second.logText.contains("worker id same is in use by a running worker"))
+        #expect(first.process.isRunning)
+    }
+}
