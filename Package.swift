@@ -27,7 +27,8 @@ let package = Package(
             dependencies: ["CVips", "CExif"],
             linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg")]
         ),
-        // The one module with unsafe C interop. Nothing above it sees a pointer.
+        // The one module with unsafe C interop (libvips, libexif, libjpeg, libimagequant,
+        // zlib, and the POSIX calls that take raw buffers). Nothing above it sees a pointer.
         .target(name: "VipsKit", dependencies: ["CSnapShim"]),
         // Pipeline, byte budgets, store and manifest: safe Swift.
         .target(
@@ -39,6 +40,7 @@ let package = Package(
             name: "SnapThumbWatch",
             dependencies: [
                 "SnapThumbCore",
+                "VipsKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -55,9 +57,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Unit tests, plus command-line tests that run the built `snapthumb`.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbCore", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbCore", "VipsKit"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(

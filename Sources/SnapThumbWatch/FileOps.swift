@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
+import VipsKit
 
 /// The few file-system operations the watcher needs, as thin wrappers that turn
 /// `errno` into a `SnapError` a person can act on.
@@ -23,14 +24,8 @@ enum FileOps {
         defer { if !ok { unlink(temp) } }
         do {
             defer { close(fd) }
-            try bytes.withUnsafeBytes { raw in
-                var done = 0
-                while done < raw.count {
-                    let n = write(fd, raw.baseAddress! + done, raw.count - done)
-                    if n < 0 { if errno == EINTR { continue }; throw error("cannot write", temp) }
-                    done += n
-                }
-            }
+            let code = POSIX.writeAll(fd, bytes)
+            if code != 0 { errno = code; throw error("cannot write", temp) }
             guard fsync(fd) == 0 else { throw error("cannot fsync", temp) }
         }
         guard rename(temp, path) == 0 else { throw error("cannot rename into place", path) }
@@ -62,15 +57,8 @@ enum FileOps {
     /// Names in a directory, read in a streaming fashion (`.` and `..` left out).
     /// `body` returns false to stop early.
     static func forEachName(in directory: String, _ body: (String) -> Bool) throws {
-        guard let dir = opendir(directory) else { throw error("cannot read directory", directory) }
-        defer { closedir(dir) }
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name == "." || name == ".." { continue }
-            if !body(name) { return }
-        }
+        let code = POSIX.forEachName(in: directory, body)
+        if code != 0 { errno = code; throw error("cannot read directory", directory) }
     }
 
     struct Status: Equatable {

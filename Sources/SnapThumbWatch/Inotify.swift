@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import VipsKit
 import Logging
 
 /// Events from `incoming/` via inotify: close-write (written in place) and
@@ -46,8 +47,7 @@ final class InotifyWatcher: @unchecked Sendable {
 
     /// Stops the reader thread and closes the descriptors.
     func stop() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        _ = POSIX.writeAll(wakeWrite, [1])
         finished.wait()
         close(fd)
         close(wakeRead)
@@ -56,7 +56,6 @@ final class InotifyWatcher: @unchecked Sendable {
 
     private static func readLoop(fd: Int32, wake: Int32, simulateOverflow: Bool, logger: Logger,
                                  onEvent: (Event) -> Void) {
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         while true {
             fds[0].revents = 0
@@ -64,22 +63,17 @@ final class InotifyWatcher: @unchecked Sendable {
             let n = poll(&fds, 2, -1)
             if n < 0 { if errno == EINTR { continue }; logger.error("inotify poll failed", metadata: ["snap.errno": "\(errno)"]); return }
             if fds[1].revents != 0 { return }
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if count < 0 { if errno == EINTR || errno == EAGAIN { continue }; onEvent(.overflow); return }
+            let bytes: [UInt8]
+            switch POSIX.read(fd, capacity: 64 * 1024) {
+            case .success(let read): bytes = read
+            case .failure(let code) where code.code == EINTR || code.code == EAGAIN: continue
+            case .failure: onEvent(.overflow); return
+            }
             if simulateOverflow { onEvent(.overflow); continue }
-            // struct inotify_event { int wd; uint32_t mask, cookie, len; char name[len]; }
-            var offset = 0
-            while offset + 16 <= count {
-                let (mask, length) = buffer.withUnsafeBytes { raw in
-                    (raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                     Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
-                }
-                let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + length)]
-                let name = String(decoding: nameBytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-                offset += 16 + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 { onEvent(.overflow); continue }
-                if name.isEmpty || mask & UInt32(IN_ISDIR) != 0 { continue }
-                onEvent(mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(name) : .written(name))
+            for event in POSIX.inotifyEvents(bytes) {
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { onEvent(.overflow); continue }
+                if event.name.isEmpty || event.mask & UInt32(IN_ISDIR) != 0 { continue }
+                onEvent(event.mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(event.name) : .written(event.name))
             }
         }
     }

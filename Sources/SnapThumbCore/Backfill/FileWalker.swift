@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import VipsKit
 
 /// Lists the regular files under a directory without following symbolic links.
 public enum FileWalker {
@@ -27,13 +28,10 @@ public enum FileWalker {
         while let relative = pending.popLast() {
             let directory = relative.isEmpty ? root : "\(root)/\(relative)"
             if let excluded, canonical(directory) == excluded { continue }
-            guard let handle = opendir(directory) else { throw SnapError.io("cannot list", directory, errno: errno) }
-            defer { closedir(handle) }
-            while let entry = readdir(handle) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name == "." || name == ".." { continue }
+            var names: [String] = []
+            let code = POSIX.forEachName(in: directory) { names.append($0); return true }
+            if code != 0 { throw SnapError.io("cannot list", directory, errno: code) }
+            for name in names {
                 if name.hasPrefix(".") { skipped += 1; continue }
                 let childRelative = relative.isEmpty ? name : "\(relative)/\(name)"
                 let childPath = "\(root)/\(childRelative)"

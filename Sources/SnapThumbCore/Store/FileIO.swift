@@ -20,14 +20,9 @@ public enum InputFile {
         guard size <= limit else {
             throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
         }
-        return try SourceBuffer(count: size) { buffer in
-            var done = 0
-            while done < size {
-                let n = Glibc.read(fd, buffer.baseAddress! + done, size - done)
-                if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot read", path, errno: errno) }
-                if n == 0 { throw SnapError(.io, "\(path) shrank while being read (expected \(size) bytes, got \(done))") }
-                done += n
-            }
+        switch POSIX.readSource(fd, count: size) {
+        case .success(let buffer): return buffer
+        case .failure(let code): throw SnapError.io("cannot read", path, errno: code.code)
         }
     }
 }
@@ -52,14 +47,8 @@ enum Durable {
             close(fd)
             if !ok { unlink(path) }
         }
-        try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                let n = write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot write", path, errno: errno) }
-                done += n
-            }
-        }
+        let code = POSIX.writeAll(fd, bytes)
+        if code != 0 { throw SnapError.io("cannot write", path, errno: code) }
         if sync, fsync(fd) != 0 { throw SnapError.io("cannot fsync", path, errno: errno) }
         ok = true
     }
@@ -96,14 +85,13 @@ enum Durable {
         }
         defer { close(fd) }
         var out = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; throw SnapError.io("cannot read", path, errno: errno) }
-            if n == 0 { break }
-            out += chunk[0..<n]
+            switch POSIX.read(fd, capacity: 65536) {
+            case .success(let chunk) where chunk.isEmpty: return out
+            case .success(let chunk): out += chunk
+            case .failure(let code): throw SnapError.io("cannot read", path, errno: code.code)
+            }
         }
-        return out
     }
 
     private final class Counter: @unchecked Sendable {
