@@ -49,7 +49,7 @@ public struct Pipeline: Sendable {
     ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
     public func process(_ source: SourceBuffer, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
         try StoreKey.validate(key)
-        let sourceDigest = "sha256:" + source.withBytes { SHA256.hex($0) }
+        let sourceDigest = "sha256:" + source.sha256Hex
         let pixel = settings.pixel
         let need = max(settings.square.size, 4 * pixel.grid)
 

@@ -28,8 +28,17 @@ public final class SourceBuffer: @unchecked Sendable {
         }
     }
 
+    /// Lower-case hex SHA-256 of the bytes.
+    public var sha256Hex: String { withBytes { SHA256.hex($0) } }
+
+    /// Bytes `range` (clamped to the buffer), copied.
+    public func bytes(_ range: Range<Int>) -> [UInt8] {
+        let clamped = range.clamped(to: 0..<count)
+        return withBytes { Array($0[clamped]) }
+    }
+
     /// Reads the bytes with a closure; the pointer is valid only inside it.
-    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 

@@ -184,7 +184,7 @@ public struct Backfill: Sendable {
             if let existing = try store.manifest(for: key),
                existing.recipe.digest == pipeline.recipe.digest,
                existing.source.bytes == source.count,
-               existing.source.digest == "sha256:" + source.withBytes({ SHA256.hex($0) }) {
+               existing.source.digest == "sha256:" + source.sha256Hex {
                 return .done(.skipped)
             }
             return .ready(try pipeline.process(source, key: key))

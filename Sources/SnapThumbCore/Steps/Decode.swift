@@ -150,10 +150,7 @@ enum DecodeStep {
         case .gif: return "image/gif"
         case .heif:
             // The ftyp box's major brand tells HEIC from AVIF from generic HEIF.
-            let brand: String = source.withBytes { bytes in
-                guard bytes.count >= 12 else { return "" }
-                return String(decoding: bytes[8..<12], as: UTF8.self)
-            }
+            let brand = String(decoding: source.bytes(8..<12), as: UTF8.self)
             switch brand {
             case "avif", "avis": return "image/avif"
             case "heic", "heix", "heim", "heis", "hevc", "hevx": return "image/heic"
