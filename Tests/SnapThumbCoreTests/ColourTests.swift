@@ -71,6 +71,18 @@ struct ColourTests {
         #expect(again.blobs == upload.blobs)
     }
 
+    @Test("HEIC follows its own transform boxes: an EXIF orientation tag is not applied again")
+    func heicExifOrientation() throws {
+        let plain = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/iphone.heic")), key: "a.heic")
+        let tagged = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/heic-exif-orientation-6.heic")), key: "b.heic")
+        // The fixture really carries the tag.
+        let exif = try #require(VImage.load(SourceBuffer(Fixtures.bytes(Fixtures.sample("snaps/heic-exif-orientation-6.heic"))), options: "").blob("exif-data"))
+        #expect(Exif.orientation(exif) == 6)
+        #expect(tagged.manifest.source.orientation == 1)
+        #expect(tagged.manifest.source.width == 1512 && tagged.manifest.source.height == 2016)
+        #expect(Fixtures.blob(tagged, "square100") == Fixtures.blob(plain, "square100"))
+    }
+
     @Test("16-bit input gives 8-bit output")
     func sixteenBit() throws {
         let path = Fixtures.sample("snaps/sixteen-bit.png")
