@@ -124,6 +124,9 @@ struct CommandLineTests {
             let source = sources[i % sources.count]
             try FileManager.default.copyItem(atPath: source.path, toPath: "\(input)/\(i)-\(source.relativePath)")
         }
+        // The store exists from the start, so that a kill before the backfill
+        // gets that far still leaves a store to verify.
+        _ = try Store(root: store)
         for delay in [0.15, 0.3, 0.45, 0.6] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: CLI.binary)
