@@ -25,7 +25,7 @@ struct SnapThumb: ParsableCommand {
           snapthumb backfill ./uploads --store ./store --jobs 2 --report failures.json
           snapthumb verify ./store
         """,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WorkerCommand.self]
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, BenchCommand.self, WorkerCommand.self]
     )
 }
 

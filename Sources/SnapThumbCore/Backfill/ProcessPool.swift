@@ -19,6 +19,8 @@ enum WorkerProtocol {
         var code: ErrorCode?
         var message: String?
         var manifest: Manifest?
+        /// The worker's peak RSS so far, in bytes (for `bench`).
+        var rss: Int?
     }
 }
 
@@ -134,7 +136,7 @@ final class ProcessPool: @unchecked Sendable {
             outstanding -= 1
             lock.broadcast()
             lock.unlock()
-            finish(FileResult(entry: entry, outcome: outcome, milliseconds: reply.ms))
+            finish(FileResult(entry: entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss))
         }
 
         var alive = true
@@ -214,6 +216,8 @@ extension Backfill {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
+            var r = r
+            r.rss = ResourceUsage.current.peakRSSBytes
             outputLock.lock()
             defer { outputLock.unlock() }
             var line = (try? encoder.encode(r)) ?? Data()
