@@ -49,7 +49,9 @@ struct BudgetTests {
             let expected = (40...90).last { Int(700 * exp(0.035 * Double($0 - 40))) <= limit }
             #expect(fitted.quality == expected, "limit \(limit): got \(String(describing: fitted.quality)), calls \(calls)")
             #expect(fitted.encodes == calls.count)
-            #expect(fitted.encodes <= 5, "limit \(limit): \(calls)")
+            // The search models libjpeg's size curve, not a pure exponential: on this
+            // curve it may take one more encode than on real photos (see realPhotos).
+            #expect(fitted.encodes <= 6, "limit \(limit): \(calls)")
             #expect(!fitted.degraded)
         }
     }
@@ -82,5 +84,29 @@ struct BudgetTests {
         #expect(variant.colours! < 16)
         #expect(tight.manifest.variants["pixel25"]!.colours == variant.colours)
         #expect(variant.encodes > 1)
+    }
+}
+
+@Suite("Budget search on real photos")
+struct BudgetSearchPhotoTests {
+    @Test("finds the highest fitting quality (as trying every quality does) in at most 3 encodes on average")
+    func realPhotos() throws {
+        let settings = Settings()
+        _ = try Pipeline(settings: settings)
+        var encodes: [Int] = []
+        for entry in try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files {
+            let source = try InputFile.read(entry.path, limit: settings.limits.maxInputBytes)
+            let snap = try DecodeStep.run(source, digest: "sha256:x", settings: settings, need: 100)
+            let rgb = try snap.image.thumbnail(width: 100, height: 100, crop: .centre).pixels()
+            let encode = { (q: Int) in try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: q) }
+            for limit in [4096, 3072, 2048] {
+                let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes), encode: encode)
+                let best = try (40...90).last { try encode($0).count <= limit }
+                #expect(fitted.quality == best, "\(entry.relativePath) at \(limit)")
+                if limit == 4096 { encodes.append(fitted.encodes) }
+            }
+        }
+        let mean = Double(encodes.reduce(0, +)) / Double(encodes.count)
+        #expect(mean <= 3, "mean encodes \(mean): \(encodes)")
     }
 }

