@@ -2,7 +2,10 @@ import Benchmark
 import Foundation
 @_spi(Benchmarks) import SnapThumbCore
 
-// One benchmark per pipeline stage, on a bundled sample snap. Thresholds are kept
+// One benchmark per pipeline stage, on a bundled sample snap: decode + square crop,
+// budget search, pixel art, sha256 + durable store write, manifest JSON, and the
+// whole pipeline without the store. Names have no spaces: package-benchmark 1.38.1
+// writes threshold files with spaces replaced but looks them up without. Thresholds are kept
 // on the stable metrics (instructions, allocations); wall and CPU time are printed
 // for people but never checked: the machines that run this are shared.
 
@@ -36,29 +39,29 @@ let benchmarks: @Sendable () -> Void = {
     let square = try! BenchmarkSupport.decodeSquare(photo, settings: settings)
     let upload = try! BenchmarkSupport.process(pipeline, photo, key: "phone-portrait.jpg")
 
-    Benchmark("decode + square100 crop") { benchmark in
+    Benchmark("DecodeSquare100") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(try BenchmarkSupport.decodeSquare(photo, settings: settings)) }
     }
 
-    Benchmark("square100 budget search") { benchmark in
+    Benchmark("BudgetSearch") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(try BenchmarkSupport.budgetSearch(square: square, settings: settings)) }
     }
 
-    Benchmark("pixel art (grid, palette, two PNGs)") { benchmark in
+    Benchmark("PixelArt") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(try BenchmarkSupport.pixelArt(square: square, settings: settings)) }
     }
 
-    Benchmark("sha256 + durable store write") { benchmark in
+    Benchmark("HashAndStore") { benchmark in
         let store = try temporaryStore()
         defer { try? FileManager.default.removeItem(atPath: store.root) }
         for i in benchmark.scaledIterations { try BenchmarkSupport.hashAndStore(upload, salt: i, store: store) }
     }
 
-    Benchmark("manifest JSON") { benchmark in
+    Benchmark("ManifestJSON") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(BenchmarkSupport.manifestJSON(upload)) }
     }
 
-    Benchmark("whole pipeline (no store)") { benchmark in
+    Benchmark("WholePipeline") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(try BenchmarkSupport.process(pipeline, photo, key: "phone-portrait.jpg")) }
     }
 }
