@@ -87,17 +87,25 @@ public struct Bench: Sendable {
 
     /// Every round, in the order run. `progress` gets one line per measured run.
     public func run(progress: (String) -> Void = { _ in }) throws -> BenchReport {
+        // Nothing is deleted until every round is done: on ext4 without a journal (this
+        // project's 2-core VM) each new inode is checked against recently deleted ones,
+        // and deleting a round's store made the next round's file creates several times
+        // dearer: a third of all CPU, none of it SnapThumb's own.
+        var stores: [String] = [], outputs: [String] = []
+        defer {
+            for path in outputs + (options.keepStore ? [] : stores) { try? FileManager.default.removeItem(atPath: path) }
+        }
         let started = Date()
         let loadBefore = Self.loadAverage()
         var report = BenchReport(options: options, files: files.count)
         let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
         for round in 1...options.repeats {
             for jobs in jobCounts {
-                let mine = try snapThumbRound(jobs: jobs, round: round, into: &report)
+                let mine = try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
                 progress(Self.line(mine, of: options.repeats))
                 report.rounds.append(mine)
                 for tool in options.references {
-                    let theirs = try referenceRound(tool, jobs: jobs, round: round)
+                    let theirs = try referenceRound(tool, jobs: jobs, round: round, made: &outputs)
                     progress(Self.line(theirs, of: options.repeats))
                     report.rounds.append(theirs)
                 }
@@ -110,11 +118,10 @@ public struct Bench: Sendable {
 
     // MARK: SnapThumb
 
-    private func snapThumbRound(jobs: Int, round: Int, into report: inout BenchReport) throws -> SideRound {
+    private func snapThumbRound(jobs: Int, round: Int, into report: inout BenchReport, made: inout [String]) throws -> SideRound {
         let directory = try Self.temporaryDirectory("snapthumb-bench-store")
-        defer {
-            if options.keepStore { report.keptStores.append(directory) } else { try? FileManager.default.removeItem(atPath: directory) }
-        }
+        made.append(directory)
+        if options.keepStore { report.keptStores.append(directory) }
         let store = try Store(root: directory)
         let collector = Collector(warmAfter: max(1, files.count / 10), threads: options.isolation == .threads)
         let selfBefore = ResourceUsage.current, childrenBefore = ResourceUsage.children
@@ -168,9 +175,9 @@ public struct Bench: Sendable {
 
     // MARK: Reference tools
 
-    private func referenceRound(_ tool: ReferenceTool, jobs: Int, round: Int) throws -> SideRound {
+    private func referenceRound(_ tool: ReferenceTool, jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
         let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)")
-        defer { try? FileManager.default.removeItem(atPath: output) }
+        made.append(output)
         let outcome = ChildProcesses.run(tool.commands(files: files.map(\.path), jobs: jobs, output: output))
         let made = tool.made(in: output)
         return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: files.count - made,
