@@ -103,6 +103,9 @@ final class ProcessPool: @unchecked Sendable {
         while true {
             if outstanding == 0 { return nil }
             if inFlight == 0, let suspect = suspects.popLast() { return suspect }
+            // No more than a fair share of what is left, so that the workers finish
+            // together: a small run is not dealt out in windows to the first worker.
+            if inFlight > 0, inFlight > queue.count / jobs { return nil }
             if suspects.isEmpty || inFlight > 0, let next = queue.popLast() { return next }
             if inFlight > 0 { return nil }
             lock.wait()
