@@ -67,10 +67,12 @@ public struct BenchReport: Sendable {
     /// Variants whose bytes went over their budget, summed.
     public var overBudget: Int { variants.values.map(\.overBudget).reduce(0, +) }
 
-    /// Worker peak RSS growth after warm-up (a tenth of the files), per SnapThumb round at `options.jobs`.
+    /// Growth of the working processes' peak RSS from warm-up (a tenth of the files)
+    /// to the end, per SnapThumb round at `options.jobs`.
     public var rssGrowthAfterWarmup: [Double] {
         rounds("snapthumb", jobs: options.jobs).compactMap { r in
-            r.warmRSSBytes.flatMap { $0 > 0 ? Double(r.peakRSSBytes) / Double($0) - 1 : nil }
+            guard let warm = r.warmRSSBytes, let end = r.endRSSBytes, warm > 0 else { return nil }
+            return Double(end) / Double(warm) - 1
         }
     }
 

@@ -42,8 +42,10 @@ public struct SideRound: Sendable {
     public var peakRSSBytes: Int
     /// Per-image processing time in ms (SnapThumb only).
     public var latencies: [Double] = []
-    /// SnapThumb only: the largest worker peak RSS once a tenth of the files were done.
+    /// SnapThumb only: the peak RSS of the processes doing the work (the workers, or this
+    /// process with threads) once a tenth of the files were done, and at the end.
     public var warmRSSBytes: Int?
+    public var endRSSBytes: Int?
 
     public var imagesPerSecond: Double { seconds > 0 ? Double(images) / seconds : 0 }
     public var cpuMsPerImage: Double { images > 0 ? cpuSeconds * 1000 / Double(images) : 0 }
@@ -68,6 +70,15 @@ public struct VariantStats: Sendable {
         bytesTotal += v.bytes
         if let limit = v.budget, !Budget(limit: limit, mode: v.budgetMode).fits(v.bytes) { overBudget += 1 }
         if v.degraded { degraded += 1 }
+    }
+
+    mutating func merge(_ other: VariantStats) {
+        count += other.count
+        encodesTotal += other.encodesTotal
+        encodesMax = max(encodesMax, other.encodesMax)
+        bytesTotal += other.bytesTotal
+        overBudget += other.overBudget
+        degraded += other.degraded
     }
 }
 
@@ -95,6 +106,15 @@ public struct Bench: Sendable {
         defer {
             for path in outputs + (options.keepStore ? [] : stores) { try? FileManager.default.removeItem(atPath: path) }
         }
+        // The reference tools name outputs after the input's base name: give them
+        // uniquely named symbolic links, so that no output overwrites another.
+        let links = try Self.temporaryDirectory("snapthumb-bench-inputs")
+        outputs.append(links)
+        let referenceFiles = try files.enumerated().map { i, entry in
+            let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
+            guard symlink(entry.path, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
+            return link
+        }
         let started = Date()
         let loadBefore = Self.loadAverage()
         var report = BenchReport(options: options, files: files.count)
@@ -105,7 +125,7 @@ public struct Bench: Sendable {
                 progress(Self.line(mine, of: options.repeats))
                 report.rounds.append(mine)
                 for tool in options.references {
-                    let theirs = try referenceRound(tool, jobs: jobs, round: round, made: &outputs)
+                    let theirs = try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
                     progress(Self.line(theirs, of: options.repeats))
                     report.rounds.append(theirs)
                 }
@@ -132,24 +152,24 @@ public struct Bench: Sendable {
         let cpu = (selfAfter.cpuSeconds - selfBefore.cpuSeconds) + (childrenAfter.cpuSeconds - childrenBefore.cpuSeconds)
         let collected = collector.result
         if jobs == options.jobs {
-            for manifest in collected.manifests {
-                for (name, variant) in manifest.variants { report.variants[name, default: VariantStats()].add(variant) }
-            }
+            for (name, stats) in collected.variants { report.variants[name, default: VariantStats()].merge(stats) }
         }
         report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" }
         return SideRound(side: "snapthumb", jobs: jobs, round: round, images: summary.processed, failed: summary.failures.count,
                          seconds: summary.seconds, cpuSeconds: cpu,
                          peakRSSBytes: max(selfAfter.peakRSSBytes, collected.peakRSS),
-                         latencies: summary.latencies, warmRSSBytes: collected.warmRSS)
+                         latencies: summary.latencies, warmRSSBytes: collected.warmRSS, endRSSBytes: collected.peakRSS)
     }
 
-    /// Gathers manifests and worker memory as results arrive (from other threads).
+    /// Gathers variant statistics and worker memory as results arrive (from other
+    /// threads). Manifests are not kept: over 10,000 images they would be this
+    /// process's largest use of memory and hide the workers' own.
     private final class Collector: @unchecked Sendable {
         private let lock = NSLock()
         private let warmAfter: Int
         private let threads: Bool
         private var done = 0
-        private(set) var state = (manifests: [Manifest](), peakRSS: 0, warmRSS: Int?.none)
+        private var state = (variants: [String: VariantStats](), peakRSS: 0, warmRSS: Int?.none)
 
         init(warmAfter: Int, threads: Bool) {
             self.warmAfter = warmAfter
@@ -161,12 +181,14 @@ public struct Bench: Sendable {
             lock.lock()
             defer { lock.unlock() }
             done += 1
-            if case .processed(let manifest) = result.outcome { state.manifests.append(manifest) }
+            if case .processed(let manifest) = result.outcome {
+                for (name, variant) in manifest.variants { state.variants[name, default: VariantStats()].add(variant) }
+            }
             state.peakRSS = max(state.peakRSS, rss)
             if done == warmAfter { state.warmRSS = state.peakRSS }
         }
 
-        var result: (manifests: [Manifest], peakRSS: Int, warmRSS: Int?) {
+        var result: (variants: [String: VariantStats], peakRSS: Int, warmRSS: Int?) {
             lock.lock()
             defer { lock.unlock() }
             return state
@@ -175,10 +197,10 @@ public struct Bench: Sendable {
 
     // MARK: Reference tools
 
-    private func referenceRound(_ tool: ReferenceTool, jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
+    private func referenceRound(_ tool: ReferenceTool, files paths: [String], jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
         let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)")
         made.append(output)
-        let outcome = ChildProcesses.run(tool.commands(files: files.map(\.path), jobs: jobs, output: output))
+        let outcome = ChildProcesses.run(tool.commands(files: paths, jobs: jobs, output: output))
         let made = tool.made(in: output)
         return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: files.count - made,
                          seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: outcome.peakRSSBytes)
