@@ -196,20 +196,27 @@ final class ProcessPool: @unchecked Sendable {
 /// Reads newline-terminated lines from a pipe.
 final class LineReader {
     private let handle: FileHandle
-    private var buffer = Data()
+    private var buffer: [UInt8] = []
+    /// Where the next line starts: lines are sliced off without copying the rest
+    /// of the buffer each time (a full window of replies arrives in one read).
+    private var start = 0
 
     init(_ handle: FileHandle) { self.handle = handle }
 
     func next() -> Data? {
+        var searched = start
         while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = buffer[buffer.startIndex..<newline]
-                buffer = Data(buffer[(newline + 1)...])
-                return Data(line)
+            if let newline = buffer[searched...].firstIndex(of: 0x0A) {
+                let line = Data(buffer[start..<newline])
+                start = newline + 1
+                if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
+                return line
             }
             let chunk = handle.availableData
             if chunk.isEmpty { return nil }
-            buffer.append(chunk)
+            if start > 0 { buffer.removeFirst(start); start = 0 }
+            searched = buffer.count
+            buffer.append(contentsOf: chunk)
         }
     }
 }

@@ -112,7 +112,8 @@ public struct Bench: Sendable {
         outputs.append(links)
         let referenceFiles = try files.enumerated().map { i, entry in
             let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
-            guard symlink(entry.path, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
+            let target = URL(fileURLWithPath: entry.path).standardizedFileURL.path // absolute: the link lives elsewhere
+            guard symlink(target, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
             return link
         }
         let started = Date()
