@@ -11,7 +11,7 @@ import VipsKit
         let snap = try DecodeStep.run(SourceBuffer(bytes), digest: "sha256:bench", settings: settings,
                                       need: max(settings.square.size, 4 * settings.pixel.grid))
         let side = settings.square.size
-        return try snap.image.thumbnail(width: side, height: side, crop: settings.square.crop).pixels()
+        return try squarePixels(snap.image, side: side, crop: settings.square.crop)
     }
 
     /// The square100 JPEG within its budget, from `decodeSquare`'s pixels.
