@@ -229,7 +229,7 @@ extension Backfill {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
             var r = r
-            r.rss = ResourceUsage.current.peakRSSBytes
+            r.rss = ResourceUsage.ownPeakRSSBytes
             outputLock.lock()
             defer { outputLock.unlock() }
             var line = (try? encoder.encode(r)) ?? Data()

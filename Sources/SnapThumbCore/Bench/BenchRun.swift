@@ -158,7 +158,7 @@ public struct Bench: Sendable {
         report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" }
         return SideRound(side: "snapthumb", jobs: jobs, round: round, images: summary.processed, failed: summary.failures.count,
                          seconds: summary.seconds, cpuSeconds: cpu,
-                         peakRSSBytes: max(selfAfter.peakRSSBytes, collected.peakRSS),
+                         peakRSSBytes: max(ResourceUsage.ownPeakRSSBytes, collected.peakRSS),
                          latencies: summary.latencies, warmRSSBytes: collected.warmRSS, endRSSBytes: collected.peakRSS)
     }
 
@@ -178,7 +178,7 @@ public struct Bench: Sendable {
         }
 
         func add(_ result: FileResult) {
-            let rss = threads ? ResourceUsage.current.peakRSSBytes : result.workerPeakRSSBytes ?? 0
+            let rss = threads ? ResourceUsage.ownPeakRSSBytes : result.workerPeakRSSBytes ?? 0
             lock.lock()
             defer { lock.unlock() }
             done += 1
@@ -201,10 +201,25 @@ public struct Bench: Sendable {
     private func referenceRound(_ tool: ReferenceTool, files paths: [String], jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
         let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)")
         made.append(output)
-        let outcome = ChildProcesses.run(tool.commands(files: paths, jobs: jobs, output: output))
+        // Each process's peak RSS comes from GNU time when it is installed: wait4's
+        // ru_maxrss of a posix_spawned child is floored at this (large) process's own.
+        var commands = tool.commands(files: paths, jobs: jobs, output: output)
+        let timed = FileManager.default.isExecutableFile(atPath: "/usr/bin/time")
+        if timed {
+            commands = commands.enumerated().map { k, command in ["/usr/bin/time", "-f", "%M", "-o", "\(output)/.rss-\(k)"] + command }
+        }
+        let outcome = ChildProcesses.run(commands)
         let made = tool.made(in: output)
+        var peak = outcome.peakRSSBytes
+        if timed {
+            let kib = commands.indices.compactMap { k in
+                (try? String(contentsOfFile: "\(output)/.rss-\(k)", encoding: .utf8))
+                    .flatMap { $0.split(separator: "\n").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+            }
+            if kib.count == commands.count { peak = (kib.max() ?? 0) * 1024 }
+        }
         return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: files.count - made,
-                         seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: outcome.peakRSSBytes)
+                         seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: peak)
     }
 
     // MARK: Helpers

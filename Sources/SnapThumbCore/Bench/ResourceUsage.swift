@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,6 +19,18 @@ public struct ResourceUsage: Sendable, Equatable {
 
     /// This process (every thread).
     public static var current: ResourceUsage { read(who(RUSAGE_SELF)) }
+
+    /// This process's own peak RSS in bytes: `VmHWM` where /proc has it, else `ru_maxrss`.
+    /// A child started with posix_spawn (vfork) inherits its parent's `ru_maxrss` as a
+    /// floor across exec, so a worker's `ru_maxrss` would report the parent's size.
+    public static var ownPeakRSSBytes: Int {
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+           let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") {
+            return kib * 1024
+        }
+        return current.peakRSSBytes
+    }
 
     /// Children this process has waited for, with their own waited-for
     /// descendants. The peak is that of the largest single child ever, not a sum.
