@@ -1,4 +1,3 @@
-import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,12 +23,34 @@ public struct ResourceUsage: Sendable, Equatable {
     /// A child started with posix_spawn (vfork) inherits its parent's `ru_maxrss` as a
     /// floor across exec, so a worker's `ru_maxrss` would report the parent's size.
     public static var ownPeakRSSBytes: Int {
-        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-           let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") {
-            return kib * 1024
+        // Plain read(2) into a stack buffer: workers call this once per reply.
+        #if os(Linux)
+        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n > 0, let range = findField(Array("VmHWM:".utf8), in: buffer[0..<n]) {
+                var kib = 0
+                for byte in buffer[range.upperBound..<n] {
+                    if byte == 0x20 || byte == 0x09 { if kib == 0 { continue } else { break } }
+                    guard byte >= 0x30, byte <= 0x39 else { break }
+                    kib = kib * 10 + Int(byte - 0x30)
+                }
+                if kib > 0 { return kib * 1024 }
+            }
         }
+        #endif
         return current.peakRSSBytes
+    }
+
+    private static func findField(_ name: [UInt8], in bytes: ArraySlice<UInt8>) -> Range<Int>? {
+        var i = bytes.startIndex
+        while i + name.count <= bytes.endIndex {
+            if bytes[i..<(i + name.count)].elementsEqual(name) { return i..<(i + name.count) }
+            i += 1
+        }
+        return nil
     }
 
     /// Children this process has waited for, with their own waited-for
