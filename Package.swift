@@ -18,14 +18,14 @@ let package = Package(
     ],
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
-        // libjpeg62-turbo-dev and zlib come with libvips-dev).
+        // libjpeg62-turbo-dev and zlib come with libvips-dev; libssl-dev for SHA-256).
         .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
         // Fixed-argument wrappers for libvips' variadic calls and macros.
         .target(
             name: "CSnapShim",
             dependencies: ["CVips", "CExif"],
-            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg")]
+            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("crypto")]
         ),
         // The one module with unsafe C interop (libvips, libexif, libjpeg, libimagequant,
         // zlib, and the POSIX calls that take raw buffers). Nothing above it sees a pointer.

@@ -10,6 +10,8 @@ command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)
 # vipsthumbnail: the benchmark's reference side.
 command -v vipsthumbnail >/dev/null 2>&1 || packages+=(libvips-tools)
 [ -e /usr/include/libimagequant.h ] || packages+=(libimagequant-dev)
+# OpenSSL: SHA-256 with the CPU's SHA extensions (snap_sha256).
+[ -e /usr/include/openssl/evp.h ] || packages+=(libssl-dev)
 
 if [ ${#packages[@]} -gt 0 ]; then
   echo "setup: installing ${packages[*]}" >&2

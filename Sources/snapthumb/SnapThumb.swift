@@ -26,7 +26,7 @@ struct SnapThumb: ParsableCommand {
           snapthumb verify ./store
           snapthumb watch /srv/uploads --store ./store
         """,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, WorkerCommand.self]
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self, WorkerCommand.self]
     )
 }
 

@@ -102,3 +102,27 @@ struct BudgetTests {
         #expect(variant.encodes > 1)
     }
 }
+
+@Suite("Budget search on real photos")
+struct BudgetSearchPhotoTests {
+    @Test("finds the highest fitting quality (as trying every quality does) in at most 3 encodes on average")
+    func realPhotos() throws {
+        let settings = Settings()
+        _ = try Pipeline(settings: settings)
+        var encodes: [Int] = []
+        for entry in try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files {
+            let source = try InputFile.read(entry.path, limit: settings.limits.maxInputBytes)
+            let snap = try DecodeStep.run(source, digest: "sha256:x", settings: settings, need: 100)
+            let rgb = try snap.image.thumbnail(width: 100, height: 100, crop: .centre).pixels()
+            let encode = { (q: Int) in try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: q) }
+            for limit in [4096, 3072, 2048] {
+                let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes), encode: encode)
+                let best = try (40...90).last { try encode($0).count <= limit }
+                #expect(fitted.quality == best, "\(entry.relativePath) at \(limit)")
+                if limit == 4096 { encodes.append(fitted.encodes) }
+            }
+        }
+        let mean = Double(encodes.reduce(0, +)) / Double(encodes.count)
+        #expect(mean <= 3, "mean encodes \(mean): \(encodes)")
+    }
+}

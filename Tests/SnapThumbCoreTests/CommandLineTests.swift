@@ -164,10 +164,10 @@ struct CommandLineTests {
         let result = try CLI.run(["backfill", input, "--store", store, "--jobs", "2", "--isolation", mode],
                                  environment: ["SNAPTHUMB_FAULT_CRASH_SUFFIX": "killer.jpg"])
         #expect(result.status == 1)
-        // A file the dying worker had already committed is found done on retry
-        // (skipped), so count manifests rather than the "processed" figure.
-        #expect(result.stderr.contains("25 files: "), "\(result.stderr)")
-        #expect(result.stderr.contains(", 1 failed"), "\(result.stderr)")
+        // Files the crashed worker had already made durable are skipped on the retry
+        // (how many depends on timing and the window of files sent ahead): all 24 are done.
+        let counts = result.stderr.firstMatch(of: /(\d+) processed, (\d+) skipped/).map { (Int($0.1)!, Int($0.2)!) }
+        #expect(counts.map { $0.0 + $0.1 } == 24, "\(result.stderr)")
         #expect(result.stderr.contains("killer.jpg: poison: "), "\(result.stderr)")
         let report = try StoreVerifier.verify(root: store)
         #expect(report.isClean && report.manifests == 24, "\(report)")

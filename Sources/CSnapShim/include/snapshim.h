@@ -91,6 +91,12 @@ int snap_exif_orientation(const void *exif, size_t len);
 /* SHA-256 via GLib (already linked through libvips). */
 void snap_sha256(const void *data, size_t len, unsigned char out[32]);
 
+/* The centre side×side square of packed 8-bit RGB (width×height), scaled to fill
+ * (Lanczos3, widened when shrinking) then cropped, as vips_thumbnail_image's
+ * centre crop does, without a libvips pipeline: that costs more than the pixels
+ * on a 135×180 image. Returns 0, or -1 when memory runs out. */
+int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
+
 /* libimagequant: an adaptive palette of at most max_colours for packed RGBA
  * pixels. Writes RGBA entries to palette (256*4 bytes) and the count.
  * Runs libimagequant single-threaded (its OpenMP threads cost time and make

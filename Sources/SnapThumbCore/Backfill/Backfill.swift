@@ -15,6 +15,8 @@ public struct FileResult: Sendable {
     public let entry: FileWalker.Entry
     public let outcome: FileOutcome
     public let milliseconds: Double
+    /// Peak RSS in bytes, so far, of the worker process that made it (nil in-process).
+    public var workerPeakRSSBytes: Int? = nil
 }
 
 /// Where the images are processed.

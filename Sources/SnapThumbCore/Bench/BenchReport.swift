@@ -1,0 +1,183 @@
+import Foundation
+
+/// The results of one `bench` run, and its medians, ratios, table and JSON.
+public struct BenchReport: Sendable {
+    public let options: BenchOptions
+    public let files: Int
+    public var rounds: [SideRound] = []
+    /// Per variant name, over every image of every round at `options.jobs`.
+    public var variants: [String: VariantStats] = [:]
+    /// `<file>: <code>: <message>` for every SnapThumb failure.
+    public var failures: [String] = []
+    public var keptStores: [String] = []
+    public var date = Date()
+    /// 1-minute load average before and after: how busy the machine was.
+    public var loadAverage = (before: 0.0, after: 0.0)
+
+    init(options: BenchOptions, files: Int) {
+        self.options = options
+        self.files = files
+    }
+
+    /// Sides in the order they ran.
+    public var sides: [String] { ["snapthumb"] + options.references.map(\.rawValue) }
+
+    /// One side at one job count, as medians over the rounds.
+    public struct Summary: Sendable {
+        public var side: String
+        public var jobs: Int
+        public var images: Int
+        public var imagesPerSecond: Double
+        public var cpuMsPerImage: Double
+        public var p50: Double?, p95: Double?, p99: Double?
+        /// The largest over the rounds (not a median).
+        public var peakRSSBytes: Int
+    }
+
+    public func rounds(_ side: String, jobs: Int) -> [SideRound] {
+        rounds.filter { $0.side == side && $0.jobs == jobs }.sorted { $0.round < $1.round }
+    }
+
+    public func summary(_ side: String, jobs: Int) -> Summary? {
+        let rs = rounds(side, jobs: jobs)
+        guard !rs.isEmpty else { return nil }
+        func median(_ f: (SideRound) -> Double?) -> Double? { Statistics.median(rs.compactMap(f)) }
+        return Summary(side: side, jobs: jobs, images: rs.map(\.images).min() ?? 0,
+                       imagesPerSecond: median { $0.imagesPerSecond } ?? 0,
+                       cpuMsPerImage: median { $0.cpuMsPerImage } ?? 0,
+                       p50: median { Statistics.percentile($0.latencies, 50) },
+                       p95: median { Statistics.percentile($0.latencies, 95) },
+                       p99: median { Statistics.percentile($0.latencies, 99) },
+                       peakRSSBytes: rs.map(\.peakRSSBytes).max() ?? 0)
+    }
+
+    /// Median over rounds of (SnapThumb images/s ÷ `side` images/s), each pair from the same round.
+    public func ratio(against side: String, jobs: Int) -> Double? {
+        let mine = rounds("snapthumb", jobs: jobs), theirs = rounds(side, jobs: jobs)
+        return Statistics.median(zip(mine, theirs).compactMap { $1.imagesPerSecond > 0 ? $0.imagesPerSecond / $1.imagesPerSecond : nil })
+    }
+
+    /// Median over rounds of `side`'s images/s at `options.jobs` ÷ at one job.
+    public func scaling(_ side: String) -> Double? {
+        guard options.jobs > 1 else { return nil }
+        let many = rounds(side, jobs: options.jobs), one = rounds(side, jobs: 1)
+        return Statistics.median(zip(many, one).compactMap { $1.imagesPerSecond > 0 ? $0.imagesPerSecond / $1.imagesPerSecond : nil })
+    }
+
+    /// Variants whose bytes went over their budget, summed.
+    public var overBudget: Int { variants.values.map(\.overBudget).reduce(0, +) }
+
+    /// Growth of the working processes' peak RSS from warm-up (a tenth of the files)
+    /// to the end, per SnapThumb round at `options.jobs`.
+    public var rssGrowthAfterWarmup: [Double] {
+        rounds("snapthumb", jobs: options.jobs).compactMap { r in
+            guard let warm = r.warmRSSBytes, let end = r.endRSSBytes, warm > 0 else { return nil }
+            return Double(end) / Double(warm) - 1
+        }
+    }
+
+    // MARK: Output
+
+    /// The table people read: one row per side and job count, then the ratios.
+    public func table() -> String {
+        let header = ["side", "jobs", "images/s", "CPU ms/img", "p50 ms", "p95 ms", "p99 ms", "peak RSS"]
+        var rows: [[String]] = []
+        let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
+        for jobs in jobCounts {
+            for side in sides {
+                guard let s = summary(side, jobs: jobs) else { continue }
+                func ms(_ v: Double?) -> String { v.map { String(format: "%.1f", $0) } ?? "-" }
+                rows.append([side, "\(jobs)", String(format: "%.1f", s.imagesPerSecond), String(format: "%.2f", s.cpuMsPerImage),
+                             ms(s.p50), ms(s.p95), ms(s.p99), String(format: "%.1f MiB", Double(s.peakRSSBytes) / 1_048_576)])
+            }
+        }
+        let widths = header.indices.map { i in ([header] + rows).map { $0[i].count }.max() ?? 0 }
+        func format(_ row: [String]) -> String {
+            row.enumerated().map { i, cell in
+                i == 0 ? cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[i] - cell.count) + cell
+            }.joined(separator: "  ")
+        }
+        var lines = ([header] + rows).map(format)
+        lines.insert(String(repeating: "-", count: lines[0].count), at: 1)
+        lines.append("")
+        for side in sides.dropFirst() {
+            if let r = ratio(against: side, jobs: options.jobs) {
+                lines.append(String(format: "ratio SnapThumb / %@ (jobs %d, images/s, median of %d paired rounds): %.2f×",
+                                    side, options.jobs, rounds(side, jobs: options.jobs).count, r))
+            }
+        }
+        for side in sides {
+            if let s = scaling(side) { lines.append(String(format: "scaling %@ jobs %d / jobs 1: %.2f×", side, options.jobs, s)) }
+        }
+        for name in variants.keys.sorted() {
+            let v = variants[name]!
+            lines.append(String(format: "%@: encodes mean %.2f max %d, mean %.0f bytes, %d over budget, %d degraded (%d images)",
+                                name, v.encodesMean, v.encodesMax, v.bytesMean, v.overBudget, v.degraded, v.count))
+        }
+        let growth = rssGrowthAfterWarmup
+        if !growth.isEmpty {
+            lines.append("peak RSS growth after warm-up (first tenth of the files), per round: "
+                         + growth.map { String(format: "%+.1f%%", $0 * 100) }.joined(separator: " "))
+        }
+        lines.append(String(format: "%d files, %d round(s), isolation %@, %d cores, load average %.2f before, %.2f after, %@",
+                            files, options.repeats, options.isolation == .threads ? "threads" : "processes",
+                            ProcessInfo.processInfo.activeProcessorCount, loadAverage.before, loadAverage.after,
+                            ISO8601DateFormatter().string(from: date)))
+        return lines.joined(separator: "\n")
+    }
+
+    /// One JSON object: the headline numbers at `options.jobs`, then details.
+    public func json() -> Data {
+        let jobs = options.jobs
+        var doc: [String: Any] = [
+            "files": files, "jobs": jobs, "repeat": options.repeats,
+            "isolation": options.isolation == .threads ? "threads" : "processes",
+            "cores": ProcessInfo.processInfo.activeProcessorCount,
+            "date": ISO8601DateFormatter().string(from: date),
+            "load_average_before": round3(loadAverage.before), "load_average_after": round3(loadAverage.after),
+            "over_budget": overBudget, "failures": failures,
+        ]
+        if let s = summary("snapthumb", jobs: jobs) {
+            doc["images"] = s.images
+            doc["images_per_second"] = round3(s.imagesPerSecond)
+            doc["cpu_ms_per_image"] = round3(s.cpuMsPerImage)
+            doc["p50_ms"] = s.p50.map(round3) ?? NSNull()
+            doc["p95_ms"] = s.p95.map(round3) ?? NSNull()
+            doc["p99_ms"] = s.p99.map(round3) ?? NSNull()
+            doc["peak_rss_bytes"] = s.peakRSSBytes
+        }
+        for side in sides.dropFirst() {
+            if let s = summary(side, jobs: jobs) {
+                doc["\(side)_images_per_second"] = round3(s.imagesPerSecond)
+                doc["\(side)_cpu_ms_per_image"] = round3(s.cpuMsPerImage)
+                doc["\(side)_peak_rss_bytes"] = s.peakRSSBytes
+                doc["\(side)_images"] = s.images
+            }
+            if let r = ratio(against: side, jobs: jobs) { doc[side == "vipsthumbnail" ? "ratio" : "\(side)_ratio"] = round3(r) }
+        }
+        if options.scaling {
+            for side in sides {
+                if let s = scaling(side) { doc[side == "snapthumb" ? "scaling" : "\(side)_scaling"] = round3(s) }
+            }
+        }
+        if let square = variants["square100"] {
+            doc["encodes_mean"] = round3(square.encodesMean)
+            doc["encodes_max"] = square.encodesMax
+        }
+        doc["variants"] = variants.mapValues { v -> [String: Any] in
+            ["images": v.count, "encodes_mean": round3(v.encodesMean), "encodes_max": v.encodesMax,
+             "bytes_mean": round3(v.bytesMean), "over_budget": v.overBudget, "degraded": v.degraded]
+        }
+        doc["rss_growth_after_warmup"] = rssGrowthAfterWarmup.map(round3)
+        doc["rounds"] = rounds.map { r -> [String: Any] in
+            ["side": r.side, "jobs": r.jobs, "round": r.round, "images": r.images, "failed": r.failed,
+             "seconds": round3(r.seconds), "images_per_second": round3(r.imagesPerSecond),
+             "cpu_ms_per_image": round3(r.cpuMsPerImage), "peak_rss_bytes": r.peakRSSBytes]
+        }
+        if !keptStores.isEmpty { doc["kept_stores"] = keptStores }
+        return (try? JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? Data()
+    }
+}
+
+private func round3(_ x: Double) -> Double { (x * 1000).rounded() / 1000 }

@@ -1,0 +1,246 @@
+import Foundation
+
+/// What `snapthumb bench` measures and how.
+public struct BenchOptions: Sendable {
+    /// Concurrent images on each side.
+    public var jobs: Int
+    /// Rounds; the sides alternate within each round (A B A B …) so drift hits both alike.
+    public var repeats: Int
+    /// Also run every side at one job, for jobs-N-over-jobs-1 scaling.
+    public var scaling: Bool
+    /// Where SnapThumb processes images (the same default as backfill: processes).
+    public var isolation: Isolation
+    /// Reference tools; vipsthumbnail always runs first among them.
+    public var references: [ReferenceTool]
+    /// Keep each round's store instead of removing it.
+    public var keepStore: Bool
+
+    public init(jobs: Int, repeats: Int = 1, scaling: Bool = false, isolation: Isolation,
+                references: [ReferenceTool] = [.vipsthumbnail], keepStore: Bool = false) {
+        self.jobs = max(1, jobs)
+        self.repeats = max(1, repeats)
+        self.scaling = scaling
+        self.isolation = isolation
+        self.references = references
+        self.keepStore = keepStore
+    }
+}
+
+/// One side measured once at one job count.
+public struct SideRound: Sendable {
+    /// `snapthumb`, `vipsthumbnail` or `pillow`.
+    public var side: String
+    public var jobs: Int
+    public var round: Int
+    /// Images made (failures excluded).
+    public var images: Int
+    public var failed: Int
+    /// Wall seconds for the whole set.
+    public var seconds: Double
+    /// User + system CPU seconds of every process involved.
+    public var cpuSeconds: Double
+    public var peakRSSBytes: Int
+    /// Per-image processing time in ms (SnapThumb only).
+    public var latencies: [Double] = []
+    /// SnapThumb only: the peak RSS of the processes doing the work (the workers, or this
+    /// process with threads) once a tenth of the files were done, and at the end.
+    public var warmRSSBytes: Int?
+    public var endRSSBytes: Int?
+
+    public var imagesPerSecond: Double { seconds > 0 ? Double(images) / seconds : 0 }
+    public var cpuMsPerImage: Double { images > 0 ? cpuSeconds * 1000 / Double(images) : 0 }
+}
+
+/// Encodes and sizes of one output variant over every processed image.
+public struct VariantStats: Sendable {
+    public var count = 0
+    public var encodesTotal = 0
+    public var encodesMax = 0
+    public var bytesTotal = 0
+    public var overBudget = 0
+    public var degraded = 0
+
+    public var encodesMean: Double { count > 0 ? Double(encodesTotal) / Double(count) : 0 }
+    public var bytesMean: Double { count > 0 ? Double(bytesTotal) / Double(count) : 0 }
+
+    mutating func add(_ v: Variant) {
+        count += 1
+        encodesTotal += v.encodes
+        encodesMax = max(encodesMax, v.encodes)
+        bytesTotal += v.bytes
+        if let limit = v.budget, !Budget(limit: limit, mode: v.budgetMode).fits(v.bytes) { overBudget += 1 }
+        if v.degraded { degraded += 1 }
+    }
+
+    mutating func merge(_ other: VariantStats) {
+        count += other.count
+        encodesTotal += other.encodesTotal
+        encodesMax = max(encodesMax, other.encodesMax)
+        bytesTotal += other.bytesTotal
+        overBudget += other.overBudget
+        degraded += other.degraded
+    }
+}
+
+/// Runs the whole pipeline (every variant, budgets, hashing, the durable store
+/// with group commit, manifests) over a set of files into a temporary store, and
+/// the reference tools over the same files, alternating, in one run.
+public struct Bench: Sendable {
+    public let pipeline: Pipeline
+    public let files: [FileWalker.Entry]
+    public let options: BenchOptions
+
+    public init(pipeline: Pipeline, files: [FileWalker.Entry], options: BenchOptions) {
+        self.pipeline = pipeline
+        self.files = files
+        self.options = options
+    }
+
+    /// Every round, in the order run. `progress` gets one line per measured run.
+    public func run(progress: (String) -> Void = { _ in }) throws -> BenchReport {
+        // Nothing is deleted until every round is done: on ext4 without a journal (this
+        // project's 2-core VM) each new inode is checked against recently deleted ones,
+        // and deleting a round's store made the next round's file creates several times
+        // dearer: a third of all CPU, none of it SnapThumb's own.
+        var stores: [String] = [], outputs: [String] = []
+        defer {
+            for path in outputs + (options.keepStore ? [] : stores) { try? FileManager.default.removeItem(atPath: path) }
+        }
+        // The reference tools name outputs after the input's base name: give them
+        // uniquely named symbolic links, so that no output overwrites another.
+        let links = try Self.temporaryDirectory("snapthumb-bench-inputs")
+        outputs.append(links)
+        let referenceFiles = try files.enumerated().map { i, entry in
+            let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
+            let target = URL(fileURLWithPath: entry.path).standardizedFileURL.path // absolute: the link lives elsewhere
+            guard symlink(target, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
+            return link
+        }
+        let started = Date()
+        let loadBefore = Self.loadAverage()
+        var report = BenchReport(options: options, files: files.count)
+        let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
+        for round in 1...options.repeats {
+            for jobs in jobCounts {
+                let mine = try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
+                progress(Self.line(mine, of: options.repeats))
+                report.rounds.append(mine)
+                for tool in options.references {
+                    let theirs = try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
+                    progress(Self.line(theirs, of: options.repeats))
+                    report.rounds.append(theirs)
+                }
+            }
+        }
+        report.date = started
+        report.loadAverage = (loadBefore, Self.loadAverage())
+        return report
+    }
+
+    // MARK: SnapThumb
+
+    private func snapThumbRound(jobs: Int, round: Int, into report: inout BenchReport, made: inout [String]) throws -> SideRound {
+        let directory = try Self.temporaryDirectory("snapthumb-bench-store")
+        made.append(directory)
+        if options.keepStore { report.keptStores.append(directory) }
+        let store = try Store(root: directory)
+        let collector = Collector(warmAfter: max(1, files.count / 10), threads: options.isolation == .threads)
+        let selfBefore = ResourceUsage.current, childrenBefore = ResourceUsage.children
+        let summary = try Backfill(pipeline: pipeline, store: store, jobs: jobs, isolation: options.isolation)
+            .run(files: files, interval: 3600, onResult: { collector.add($0) })
+        let selfAfter = ResourceUsage.current, childrenAfter = ResourceUsage.children
+
+        let cpu = (selfAfter.cpuSeconds - selfBefore.cpuSeconds) + (childrenAfter.cpuSeconds - childrenBefore.cpuSeconds)
+        let collected = collector.result
+        if jobs == options.jobs {
+            for (name, stats) in collected.variants { report.variants[name, default: VariantStats()].merge(stats) }
+        }
+        report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" }
+        return SideRound(side: "snapthumb", jobs: jobs, round: round, images: summary.processed, failed: summary.failures.count,
+                         seconds: summary.seconds, cpuSeconds: cpu,
+                         peakRSSBytes: max(ResourceUsage.ownPeakRSSBytes, collected.peakRSS),
+                         latencies: summary.latencies, warmRSSBytes: collected.warmRSS, endRSSBytes: collected.peakRSS)
+    }
+
+    /// Gathers variant statistics and worker memory as results arrive (from other
+    /// threads). Manifests are not kept: over 10,000 images they would be this
+    /// process's largest use of memory and hide the workers' own.
+    private final class Collector: @unchecked Sendable {
+        private let lock = NSLock()
+        private let warmAfter: Int
+        private let threads: Bool
+        private var done = 0
+        private var state = (variants: [String: VariantStats](), peakRSS: 0, warmRSS: Int?.none)
+
+        init(warmAfter: Int, threads: Bool) {
+            self.warmAfter = warmAfter
+            self.threads = threads
+        }
+
+        func add(_ result: FileResult) {
+            let rss = threads ? ResourceUsage.ownPeakRSSBytes : result.workerPeakRSSBytes ?? 0
+            lock.lock()
+            defer { lock.unlock() }
+            done += 1
+            if case .processed(let manifest) = result.outcome {
+                for (name, variant) in manifest.variants { state.variants[name, default: VariantStats()].add(variant) }
+            }
+            state.peakRSS = max(state.peakRSS, rss)
+            if done == warmAfter { state.warmRSS = state.peakRSS }
+        }
+
+        var result: (variants: [String: VariantStats], peakRSS: Int, warmRSS: Int?) {
+            lock.lock()
+            defer { lock.unlock() }
+            return state
+        }
+    }
+
+    // MARK: Reference tools
+
+    private func referenceRound(_ tool: ReferenceTool, files paths: [String], jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
+        let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)")
+        made.append(output)
+        // Each process's peak RSS comes from GNU time when it is installed: wait4's
+        // ru_maxrss of a posix_spawned child is floored at this (large) process's own.
+        var commands = tool.commands(files: paths, jobs: jobs, output: output)
+        let timed = FileManager.default.isExecutableFile(atPath: "/usr/bin/time")
+        if timed {
+            commands = commands.enumerated().map { k, command in ["/usr/bin/time", "-f", "%M", "-o", "\(output)/.rss-\(k)"] + command }
+        }
+        let outcome = ChildProcesses.run(commands)
+        let made = tool.made(in: output)
+        var peak = outcome.peakRSSBytes
+        if timed {
+            let kib = commands.indices.compactMap { k in
+                (try? String(contentsOfFile: "\(output)/.rss-\(k)", encoding: .utf8))
+                    .flatMap { $0.split(separator: "\n").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+            }
+            if kib.count == commands.count { peak = (kib.max() ?? 0) * 1024 }
+        }
+        return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: files.count - made,
+                         seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: peak)
+    }
+
+    // MARK: Helpers
+
+    static func temporaryDirectory(_ prefix: String) throws -> String {
+        let base = NSTemporaryDirectory()
+        var template = Array((URL(fileURLWithPath: base).appendingPathComponent("\(prefix).XXXXXX").path).utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw SnapError.io("cannot create a temporary directory in", base, errno: errno)
+        }
+        return String(cString: made)
+    }
+
+    static func loadAverage() -> Double {
+        var load = [0.0, 0.0, 0.0]
+        return getloadavg(&load, 3) > 0 ? load[0] : 0
+    }
+
+    static func line(_ r: SideRound, of repeats: Int) -> String {
+        String(format: "bench: round %d/%d %@ jobs %d: %d images in %.2f s, %.1f images/s, %.2f CPU ms/image%@",
+               r.round, repeats, r.side, r.jobs, r.images, r.seconds, r.imagesPerSecond, r.cpuMsPerImage,
+               r.failed > 0 ? " (\(r.failed) failed)" : "")
+    }
+}

@@ -1,0 +1,152 @@
+import ArgumentParser
+import Foundation
+import SnapThumbCore
+
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure the whole pipeline against vipsthumbnail making only the square thumbnail.",
+        discussion: """
+        Runs the full pipeline (every variant, budgets, hashing, the durable store with group
+        commit, manifests) over every image under <dir> into a temporary store, and in the same
+        run vipsthumbnail making only a square 100 px Q80 JPEG (-s 100x100 -c, strip) with one
+        process per job, the files split between them. With --repeat K the sides alternate
+        (A B A B …) and the table shows medians; ratios are medians of same-round pairs.
+
+        CPU time is user + system of every process involved (getrusage / wait4); peak RSS is
+        the largest single process (a worker, or the bench process itself with --isolation
+        threads). Progress lines go to stderr; the table (or with --json one JSON object) to
+        stdout. Exit 1 if any file failed or any variant went over its budget.
+
+        --watch-latency also starts a real 'snapthumb watch' on a temporary upload directory, renames copies of the images into incoming/ at a steady --watch-rate, and reports the time from each rename to its manifest being published (p50/p95/p99).
+        """
+    )
+
+    @Argument(help: ArgumentHelp("Directory tree of images (e.g. .corpus/snaps from Scripts/make-corpus.sh).", valueName: "dir"))
+    var directory: String
+
+    @Option(name: .long, help: ArgumentHelp("Images at once, on every side. [default: number of cores]", valueName: "n"))
+    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(name: .long, help: ArgumentHelp("Rounds, alternating the sides; medians are reported. [default: 1]", valueName: "k"))
+    var `repeat`: Int = 1
+
+    @Flag(name: .long, help: "Also run every side at one job and report jobs N over jobs 1.")
+    var scaling = false
+
+    @Option(name: .long, help: ArgumentHelp("Another reference to run side by side: pillow (needs python3 with Pillow).", valueName: "tool"))
+    var against: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Where SnapThumb processes images: processes or threads (as in backfill). [default: processes]", valueName: "mode"))
+    var isolation: String = "processes"
+
+    @Flag(name: .long, help: "Keep the temporary stores and print where they are.")
+    var keepStore = false
+
+    @Flag(name: .long, help: "Print one JSON object instead of the table.")
+    var json = false
+
+    @Flag(name: .long, help: "Also measure the watch daemon: rename into incoming/ → manifest published.")
+    var watchLatency = false
+
+    @Option(name: .long, help: ArgumentHelp("Uploads per second offered to the watch daemon. [default: 50]", valueName: "n"))
+    var watchRate: Double = 50
+
+    @Option(name: .long, help: ArgumentHelp("Uploads sent to the watch daemon. [default: 500]", valueName: "n"))
+    var watchFiles: Int = 500
+
+    @OptionGroup(title: "Pipeline settings")
+    var pipelineOptions: PipelineOptions
+
+    func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
+        guard self.repeat >= 1 else { throw ValidationError("--repeat must be at least 1 (got \(self.repeat))") }
+        guard ["processes", "threads"].contains(isolation) else {
+            throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
+        }
+        guard watchRate > 0, watchFiles >= 1 else {
+            throw ValidationError("--watch-rate must be positive and --watch-files at least 1 (got \(watchRate), \(watchFiles))")
+        }
+        for tool in against where tool != ReferenceTool.pillow.rawValue {
+            throw ValidationError("--against must be pillow (got '\(tool)'); vipsthumbnail always runs")
+        }
+    }
+
+    func run() throws {
+        let pipeline = try pipelineOptions.pipeline()
+        if let reason = ReferenceTool.vipsthumbnail.unavailableReason {
+            printError("bench: \(reason)")
+            throw ExitCode(1)
+        }
+        var references: [ReferenceTool] = [.vipsthumbnail]
+        if !against.isEmpty {
+            if let reason = ReferenceTool.pillow.unavailableReason {
+                printError("bench: \(reason); continuing without it")
+            } else {
+                references.append(.pillow)
+            }
+        }
+
+        let files: [FileWalker.Entry]
+        do { files = try FileWalker.regularFiles(under: directory).files } catch let error as SnapError {
+            printError("\(directory): \(error.code.rawValue): \(error.message)")
+            throw ExitCode(1)
+        }
+        guard !files.isEmpty else {
+            printError("\(directory): no files to measure")
+            throw ExitCode(1)
+        }
+
+        let options = BenchOptions(
+            jobs: jobs, repeats: self.repeat, scaling: scaling,
+            isolation: isolation == "threads" ? .threads : .processes(executable: selfExecutable),
+            references: references, keepStore: keepStore)
+        printError("bench: \(files.count) files under \(directory), jobs \(jobs), \(self.repeat) round(s), sides: snapthumb \(references.map(\.rawValue).joined(separator: " "))")
+        let report: BenchReport
+        do {
+            report = try Bench(pipeline: pipeline, files: files, options: options).run(progress: { printError($0) })
+        } catch let error as SnapError {
+            printError("bench: \(error.code.rawValue): \(error.message)")
+            throw ExitCode(1)
+        }
+
+        var latency: WatchLatencyReport?
+        if watchLatency {
+            do {
+                latency = try WatchLatency.measure(executable: selfExecutable, images: files.prefix(50).map(\.path),
+                                                   count: watchFiles, rate: watchRate, jobs: jobs, progress: { printError("bench: \($0)") })
+            } catch let error as SnapError {
+                printError("bench: watch latency: \(error.code.rawValue): \(error.message)")
+                throw ExitCode(1)
+            }
+        }
+
+        if json {
+            var object = (try? JSONSerialization.jsonObject(with: report.json())) as? [String: Any] ?? [:]
+            if let latency, let data = try? JSONEncoder().encode(latency) {
+                object["watch_latency"] = try? JSONSerialization.jsonObject(with: data)
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? report.json()
+            printOut(String(decoding: data, as: UTF8.self))
+        } else {
+            printOut(report.table())
+            if let latency {
+                printOut(String(format: "watch latency (rename into incoming/ → manifest published), %d uploads at %.0f/s, --jobs %d: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms, missing %d",
+                                latency.files, latency.rate, latency.jobs, latency.p50_ms, latency.p95_ms, latency.p99_ms, latency.max_ms, latency.missing))
+            }
+        }
+        if let latency, latency.missing > 0 {
+            printError("warning: watch latency: \(latency.missing) uploads were not published in time")
+            throw ExitCode(1)
+        }
+        for store in report.keptStores { printError("bench: kept store \(store)") }
+        for failure in report.failures.prefix(20) { printError("warning: failed: \(failure)") }
+        for (name, stats) in report.variants.sorted(by: { $0.key < $1.key }) where stats.overBudget > 0 {
+            printError("warning: \(name): \(stats.overBudget) of \(stats.count) over budget")
+        }
+        for summary in references.compactMap({ report.summary($0.rawValue, jobs: jobs) }) where summary.images < files.count {
+            printError("warning: \(summary.side) made \(summary.images) of \(files.count) thumbnails (it cannot read some of the files)")
+        }
+        if !report.failures.isEmpty || report.overBudget > 0 { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+
+@Suite("Bench")
+struct BenchTests {
+    @Test("percentiles interpolate between the nearest ranks")
+    func percentiles() {
+        #expect(Statistics.percentile([], 50) == nil)
+        #expect(Statistics.percentile([7], 99) == 7)
+        #expect(Statistics.median([3, 1, 2]) == 2)
+        #expect(Statistics.median([4, 1, 3, 2]) == 2.5, "even count: mean of the middle two")
+        let hundredOne = (0...100).map(Double.init).shuffled()
+        #expect(Statistics.percentile(hundredOne, 95) == 95)
+        #expect(Statistics.percentile(hundredOne, 0) == 0)
+        #expect(Statistics.percentile(hundredOne, 100) == 100)
+        #expect(Statistics.percentile([10, 20], 99)! == 19.9)
+        #expect(Statistics.percentile([10, 20], 150) == 20, "clamped to 0–100")
+        #expect(Statistics.mean([1, 2, 6]) == 3)
+    }
+
+    @Test("budget accounting counts encodes, bytes and anything over budget")
+    func variantStats() {
+        func variant(bytes: Int, budget: Int?, encodes: Int) -> Variant {
+            Variant(digest: "sha256:00", path: "p", mediaType: "image/jpeg", width: 100, height: 100, bytes: bytes,
+                    budget: budget, budgetMode: .bytes, quality: 80, colours: nil, palette: nil, dither: nil,
+                    encodes: encodes, degraded: false)
+        }
+        var stats = VariantStats()
+        stats.add(variant(bytes: 4000, budget: 4096, encodes: 2))
+        stats.add(variant(bytes: 5000, budget: 4096, encodes: 4))
+        stats.add(variant(bytes: 9000, budget: nil, encodes: 1))
+        #expect(stats.count == 3 && stats.encodesMax == 4 && stats.encodesMean == 7.0 / 3)
+        #expect(stats.bytesMean == 6000 && stats.overBudget == 1)
+    }
+
+    @Test("bench --json: the headline keys with sane values, and no temporary store left behind")
+    func benchJSON() throws {
+        let temp = Fixtures.tempDirectory("snapthumb-bench-test")
+        defer { Fixtures.remove(temp) }
+        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "2", "--json"], environment: ["TMPDIR": temp])
+        #expect(result.status == 0, "\(result.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let doc = try #require(object, "stdout is one JSON object: \(result.stdout)")
+        func number(_ key: String) -> Double { (doc[key] as? NSNumber)?.doubleValue ?? -1 }
+        #expect(number("images_per_second") > 0)
+        #expect(number("vipsthumbnail_images_per_second") > 0)
+        #expect(number("ratio") > 0)
+        #expect(number("cpu_ms_per_image") > 0)
+        #expect(number("p99_ms") > 0)
+        #expect(number("peak_rss_bytes") > 0)
+        #expect(number("encodes_mean") >= 1)
+        #expect(number("over_budget") == 0)
+        let images = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.count
+        #expect(doc["images"] as? Int == images)
+        let left = try FileManager.default.contentsOfDirectory(atPath: temp)
+        #expect(left.isEmpty, "left behind: \(left)")
+        #expect(result.stderr.contains("bench: round 1/1 snapthumb jobs 2"))
+    }
+}
