@@ -36,10 +36,10 @@ public struct Pipeline: Sendable {
     public let settings: Settings
     public let recipe: Recipe
 
-    /// Validates `settings` and starts libvips if needed.
+    /// Validates `settings`. libvips starts on first use, so a process that only
+    /// orchestrates workers (backfill, bench) never loads it.
     public init(settings: Settings = Settings()) throws {
         try settings.validate()
-        do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
         self.settings = settings
         recipe = Recipe(settings: settings)
     }
@@ -49,6 +49,7 @@ public struct Pipeline: Sendable {
     ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
     public func process(_ source: SourceBuffer, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
         try StoreKey.validate(key)
+        do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
         let sourceDigest = "sha256:" + source.sha256Hex
         let pixel = settings.pixel
         let need = max(settings.square.size, 4 * pixel.grid)

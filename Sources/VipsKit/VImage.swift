@@ -64,6 +64,7 @@ public final class VImage: @unchecked Sendable {
     /// The loader libvips would choose for these bytes (`jpegload_buffer`, …), or nil.
     /// Blocked loaders are reported too: the caller decides what to accept.
     public static func loaderName(for source: SourceBuffer) -> String? {
+        guard (try? Vips.start()) != nil else { return nil }
         let name = source.withBytes { snap_find_loader($0.baseAddress, $0.count) }
         Vips.clearError()
         return name.map { String(cString: $0) }
@@ -73,6 +74,7 @@ public final class VImage: @unchecked Sendable {
     /// - Parameter options: a libvips option string for the loader, e.g.
     ///   `"access=sequential,shrink=8,fail_on=warning"`.
     public static func load(_ source: SourceBuffer, options: String) throws -> VImage {
+        try Vips.start()
         var out: UnsafeMutablePointer<VipsImage>?
         let status = source.withBytes { snap_load($0.baseAddress, $0.count, options, &out) }
         guard status == 0, let out else { throw Vips.takeError("load") }
@@ -82,6 +84,7 @@ public final class VImage: @unchecked Sendable {
     /// Builds an 8-bit sRGB image from packed RGB bytes (copied).
     public static func fromRGB(_ rgb: [UInt8], width: Int, height: Int) throws -> VImage {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
+        try Vips.start()
         var out: UnsafeMutablePointer<VipsImage>?
         let status = rgb.withUnsafeBytes { snap_from_rgb($0.baseAddress, Int32(width), Int32(height), &out) }
         guard status == 0, let out else { throw Vips.takeError("from_rgb") }

@@ -110,7 +110,9 @@ enum DecodeStep {
             image = try VImage.load(source, options: options)
             // Formats without shrink-on-load: reduce while streaming, before
             // holding the pixels, so that memory follows the output size.
-            if loadedShort > Double(2 * need) {
+            // (A shrink-on-load result up to 4× the output goes straight to the
+            // square resampler: one Lanczos pass is cheaper than two.)
+            if loadedShort > Double(4 * need) {
                 image = try reduce(image, by: Double(2 * need) / loadedShort)
             }
             onImage(image)
