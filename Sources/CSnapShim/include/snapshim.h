@@ -5,7 +5,7 @@
  * libvips operation is variadic (`vips_thumbnail_image(in, &out, w, "height", h, NULL)`).
  * Each function here is one fixed-argument wrapper around one libvips call, or a
  * small helper for a macro that Swift does not import (libexif's entry lookup,
- * GLib's checksum, zlib). Every function that can fail returns 0 on success and
+ * OpenSSL's SHA-256, zlib). Every function that can fail returns 0 on success and
  * -1 on failure; the caller then takes the message with snap_error_take().
  */
 #ifndef SNAPSHIM_H
@@ -88,7 +88,7 @@ void snap_kill(VipsImage *image);
  * header), 0 when absent or unreadable. Mandatory tags are not invented. */
 int snap_exif_orientation(const void *exif, size_t len);
 
-/* SHA-256 via GLib (already linked through libvips). */
+/* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
 void snap_sha256(const void *data, size_t len, unsigned char out[32]);
 
 /* The centre side×side square of packed 8-bit RGB (width×height), scaled to fill
