@@ -83,3 +83,32 @@ struct PixelArtTests {
         #expect(PixelArtStep.colourLadder(from: 2) == [2])
     }
 }
+
+@Suite("Square crop")
+struct CropTests {
+    /// A wide image with its only detail (a bright, busy block) at the right-hand edge.
+    static func offCentre() throws -> [UInt8] {
+        let width = 600, height = 200
+        var rgb = [UInt8](repeating: 40, count: width * height * 3)
+        for y in 0..<height {
+            for x in 480..<width {
+                let i = (y * width + x) * 3
+                let on = (x / 6 + y / 6) % 2 == 0
+                rgb[i] = on ? 250 : 200; rgb[i + 1] = on ? 40 : 220; rgb[i + 2] = on ? 60 : 30
+            }
+        }
+        return try VImage.fromRGB(rgb, width: width, height: height).jpeg(quality: 92)
+    }
+
+    @Test("centre keeps the middle; attention follows the detail; both are exactly the square size")
+    func attention() throws {
+        let bytes = try Self.offCentre()
+        let centre = try Pixels(encoded: Fixtures.blob(Fixtures.process(bytes), "square100"))
+        let attention = try Pixels(encoded: Fixtures.blob(Fixtures.process(bytes) { $0.square.crop = .attention }, "square100"))
+        #expect(centre.width == 100 && centre.height == 100)
+        #expect(attention.width == 100 && attention.height == 100)
+        // The middle of the image is flat grey; the detail is far to the right.
+        #expect(centre.means.allSatisfy { abs($0 - 40) < 6 }, "centre \(centre.means)")
+        #expect(attention.means[0] > 120, "attention \(attention.means)")
+    }
+}
