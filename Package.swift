@@ -52,6 +52,7 @@ let package = Package(
             dependencies: [
                 "SnapThumbCore",
                 "SnapThumbWatch",
+                "VipsKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

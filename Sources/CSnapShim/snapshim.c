@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <libexif/exif-data.h>
 #include <libimagequant.h>
@@ -503,4 +505,13 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 done:
 	free(xf); free(yf); free(xw); free(yw); free(rows);
 	return status;
+}
+
+int
+snap_die_with_parent(void)
+{
+	pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The parent may have died before the call: then it has been reparented. */
+	return getppid() != parent || parent == 1;
 }

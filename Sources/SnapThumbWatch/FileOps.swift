@@ -8,38 +8,13 @@ import VipsKit
 /// The few file-system operations the watcher needs, as thin wrappers that turn
 /// `errno` into a `SnapError` a person can act on.
 enum FileOps {
-    /// Temp names use the store's pattern (`.tmp-<pid>-<n>-<name>`), so that one
-    /// clean-up (`Janitor`) recognises every temp file a dead process left behind.
-    static func tempPath(in directory: String, for name: String) -> String {
-        "\(directory)/.tmp-\(getpid())-\(counter.next())-\(name.prefix(40))"
-    }
-
-    /// Writes `bytes` to `path` atomically and durably: temp file, fsync, rename, fsync directory.
+    /// Writes `bytes` to `path` atomically and durably (see `AtomicFile`).
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
-        let temp = tempPath(in: directory, for: (path as NSString).lastPathComponent)
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw error("cannot create", temp) }
-        var ok = false
-        defer { if !ok { unlink(temp) } }
-        do {
-            defer { close(fd) }
-            let code = POSIX.writeAll(fd, bytes)
-            if code != 0 { errno = code; throw error("cannot write", temp) }
-            guard fsync(fd) == 0 else { throw error("cannot fsync", temp) }
-        }
-        guard rename(temp, path) == 0 else { throw error("cannot rename into place", path) }
-        ok = true
-        fsyncDirectory(directory)
+        try AtomicFile.write(bytes, to: path)
     }
 
     /// Best effort: a rename is already atomic; the fsync makes it survive power loss.
-    static func fsyncDirectory(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-    }
+    static func fsyncDirectory(_ path: String) { AtomicFile.syncDirectory(path) }
 
     static func makeDirectory(_ path: String) throws {
         var st = stat()
@@ -88,13 +63,6 @@ enum FileOps {
         return SnapError(.io, "\(doing) \(path): \(String(cString: strerror(code)))", cause: "errno \(code)")
     }
 
-    private static let counter = Counter()
-
-    private final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
-        func next() -> Int { lock.lock(); defer { lock.unlock() }; value += 1; return value }
-    }
 }
 
 /// Wall-clock seconds since 1970 (compared with file mtimes).

@@ -98,8 +98,8 @@ public final class WatchService: Service, @unchecked Sendable {
             thread.start()
         }
 
-        let expiry = Ticker.Every(seconds: 600)
-        let housekeeping = Ticker(interval: config.heartbeatInterval) {
+        let expiry = Every(seconds: 600)
+        let housekeeping = Ticker(interval: config.heartbeatInterval, name: "snapthumb-housekeeping") {
             claims.heartbeat()
             if claims.recoverAbandoned(includingMine: false) > 0 { scanner.request() }
             metrics.backlog.record(Self.countUploads(in: layout.incoming))
@@ -193,49 +193,17 @@ final class Backoff: @unchecked Sendable {
     func reset() { lock.lock(); current = 0; lock.unlock() }
 }
 
-/// Calls `tick` every `interval` seconds on its own thread until `stop()`.
-final class Ticker: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var stopped = false
-    private let finished = DispatchSemaphore(value: 0)
-
-    init(interval: Double, tick: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in
-            condition.lock()
-            while !stopped {
-                if !condition.wait(until: Date().addingTimeInterval(interval)), !stopped {
-                    condition.unlock()
-                    tick()
-                    condition.lock()
-                }
-            }
-            condition.unlock()
-            finished.signal()
-        }
-        thread.name = "snapthumb-housekeeping"
-        thread.start()
-    }
-
-    /// True at most once per `seconds` (work that housekeeping does less often).
-    final class Every: @unchecked Sendable {
-        private let lock = NSLock()
-        private let seconds: Double
-        private var last = Date.distantPast
-        init(seconds: Double) { self.seconds = seconds }
-        func due() -> Bool {
-            lock.lock()
-            defer { lock.unlock() }
-            guard Date().timeIntervalSince(last) >= seconds else { return false }
-            last = Date()
-            return true
-        }
-    }
-
-    func stop() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
-        finished.wait()
+/// True at most once per `seconds` (work that housekeeping does less often).
+final class Every: @unchecked Sendable {
+    private let lock = NSLock()
+    private let seconds: Double
+    private var last = Date.distantPast
+    init(seconds: Double) { self.seconds = seconds }
+    func due() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard Date().timeIntervalSince(last) >= seconds else { return false }
+        last = Date()
+        return true
     }
 }

@@ -1,3 +1,4 @@
+internal import CSnapShim
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,6 +14,11 @@ public struct Errno: Error, Sendable, Equatable {
 }
 
 public enum POSIX {
+    /// Makes the kernel kill this process when its parent dies, so that worker
+    /// processes never outlive the run that started them. Returns false if the
+    /// parent is already gone.
+    public static func dieWithParent() -> Bool { snap_die_with_parent() == 0 }
+
     /// Writes every byte, retrying on EINTR. Returns 0 or an errno value.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         bytes.withUnsafeBytes { raw in

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import VipsKit
 
 /// The child side of `backfill --isolation processes` (and `bench`): not for people.
 struct WorkerCommand: ParsableCommand {
@@ -17,6 +18,9 @@ struct WorkerCommand: ParsableCommand {
     var settingsJson: String
 
     func run() throws {
+        // A worker is part of its backfill or bench: if that dies (even by kill -9),
+        // so does the worker, exactly as if the whole run had been killed.
+        guard POSIX.dieWithParent() else { throw ExitCode(1) }
         let settings: Settings
         do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJson.utf8)) } catch {
             throw ValidationError("--settings-json: \(error)")

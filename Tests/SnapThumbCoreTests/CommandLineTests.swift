@@ -115,6 +115,17 @@ struct CommandLineTests {
         #expect(try CLI.run(["verify", "\(store)/s"]).status == 0)
     }
 
+    /// Live processes whose command line mentions `text`.
+    static func processes(mentioning text: String) -> Int {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { $0.allSatisfy(\.isNumber) } ?? []
+        return pids.filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                  let status = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  !status.contains(") Z ") else { return false }
+            return String(decoding: data.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).contains(text)
+        }.count
+    }
+
     @Test("kill -9 during a backfill never leaves a partial manifest or blob")
     func killDuringBackfill() throws {
         let input = Fixtures.tempDirectory("snapthumb-kill-in"), store = Fixtures.tempDirectory("snapthumb-kill-store")
@@ -137,6 +148,10 @@ struct CommandLineTests {
             Thread.sleep(forTimeInterval: delay)
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+            // Its worker processes die with it (PR_SET_PDEATHSIG); wait until they have.
+            let deadline = Date().addingTimeInterval(20)
+            while Self.processes(mentioning: store) > 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            #expect(Self.processes(mentioning: store) == 0, "workers outlived their backfill")
             let report = try StoreVerifier.verify(root: store)
             #expect(report.isClean, "after kill at \(delay)s: \(report.problems)")
         }

@@ -112,6 +112,10 @@ int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *o
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
 
+/* Ask the kernel to SIGKILL this process when its parent dies (prctl
+ * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
+int snap_die_with_parent(void);
+
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
 int snap_syncfs(int fd);
 

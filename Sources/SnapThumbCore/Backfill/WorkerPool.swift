@@ -35,12 +35,12 @@ public enum WorkerPool {
 }
 
 /// Calls `tick` every `interval` seconds on its own thread until `stop()`.
-final class Ticker: @unchecked Sendable {
+public final class Ticker: @unchecked Sendable {
     private let condition = NSCondition()
     private var stopped = false
     private var finished = false
 
-    init(interval: Double, tick: @escaping @Sendable () -> Void) {
+    public init(interval: Double, name: String = "snapthumb-ticker", tick: @escaping @Sendable () -> Void) {
         let thread = Thread { [self] in
             condition.lock()
             while !stopped {
@@ -54,12 +54,12 @@ final class Ticker: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
         }
-        thread.name = "snapthumb-ticker"
+        thread.name = name
         thread.start()
     }
 
     /// Stops ticking; returns once no tick is running.
-    func stop() {
+    public func stop() {
         condition.lock()
         stopped = true
         condition.broadcast()

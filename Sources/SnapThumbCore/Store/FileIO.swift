@@ -27,6 +27,27 @@ public enum InputFile {
     }
 }
 
+/// Small files replaced atomically (error records, leases, metrics).
+public enum AtomicFile {
+    /// Writes `bytes` to `path` atomically and durably: a temp file in the same
+    /// directory, fsync, rename over `path`, then (best effort: the rename is
+    /// already atomic) an fsync of the directory.
+    public static func write(_ bytes: [UInt8], to path: String) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
+        try Durable.writeNew(temp, bytes)
+        guard rename(temp, path) == 0 else {
+            let code = errno
+            unlink(temp)
+            throw SnapError.io("cannot rename into place", path, errno: code)
+        }
+        try? Durable.fsyncDirectory(directory)
+    }
+
+    /// fsync of a directory, best effort.
+    public static func syncDirectory(_ path: String) { try? Durable.fsyncDirectory(path) }
+}
+
 /// Durable file operations: every write is fsynced, and so is the directory
 /// entry that makes it visible.
 enum Durable {
