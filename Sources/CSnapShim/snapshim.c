@@ -272,8 +272,10 @@ void
 snap_sha256(const void *data, size_t len, unsigned char out[32])
 {
 	unsigned int out_len = 32;
+	/* Only an allocation failure inside OpenSSL can fail this: a wrong content
+	 * address would be worse than stopping (a worker that dies is retried). */
 	if (EVP_Digest(data, len, out, &out_len, EVP_sha256(), NULL) != 1)
-		memset(out, 0, 32);
+		abort();
 }
 
 int
