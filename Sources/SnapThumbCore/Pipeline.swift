@@ -45,9 +45,9 @@ public struct Pipeline: Sendable {
     }
 
     /// Processes encoded bytes uploaded under `key`.
-    /// - Parameter onImage: receives the lazily decoding image before pixels are
+    /// - Parameter onImage: receives the decoder (or lazily decoding image) before pixels are
     ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
-    public func process(_ source: SourceBuffer, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
+    public func process(_ source: SourceBuffer, key: String, onImage: (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
         try StoreKey.validate(key)
         do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
         let sourceDigest = "sha256:" + source.sha256Hex
@@ -97,7 +97,7 @@ public struct Pipeline: Sendable {
     }
 
     /// Reads `path` (refusing files over the input limit before reading them) and processes it.
-    public func process(file path: String, key: String, onImage: (VImage) -> Void = { _ in }) throws -> ProcessedUpload {
+    public func process(file path: String, key: String, onImage: (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
         try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
     }
 }

@@ -10,7 +10,7 @@ final class InFlight: @unchecked Sendable {
     private var released = false
 
     final class Job: @unchecked Sendable {
-        var image: VImage?
+        var image: (any Killable)?
         var timedOut = false
     }
 
@@ -24,14 +24,14 @@ final class InFlight: @unchecked Sendable {
         return job
     }
 
-    func setImage(_ image: VImage, for job: Job) {
+    func setImage(_ image: any Killable, for job: Job) {
         lock.lock()
         job.image = image
         if job.timedOut { image.kill() }
         lock.unlock()
     }
 
-    /// Per-image time limit: cancels the libvips computation (`vips_image_set_kill`).
+    /// Per-image time limit: cancels the decode (libjpeg's kill flag or `vips_image_set_kill`).
     func expire(_ job: Job) {
         lock.lock()
         defer { lock.unlock() }

@@ -91,6 +91,14 @@ public final class VImage: @unchecked Sendable {
         return VImage(out, source: nil)
     }
 
+    /// An 8-bit image from packed pixels (copied): sRGB, B_W (one band) or CMYK.
+    static func fromMemory(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int, cmyk: Bool) throws -> VImage {
+        var out: UnsafeMutablePointer<VipsImage>?
+        let status = snap_from_memory(pixels, Int32(width), Int32(height), Int32(bands), cmyk ? 1 : 0, &out)
+        guard status == 0, let out else { throw Vips.takeError("from_memory") }
+        return VImage(out, source: nil)
+    }
+
     // MARK: Header
 
     public var width: Int { Int(vips_image_get_width(pointer)) }

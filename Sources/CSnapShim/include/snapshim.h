@@ -81,6 +81,33 @@ int snap_write_memory(VipsImage *in, void **buf, size_t *len);
 /* Make a uchar sRGB image from packed RGB bytes (copied). */
 int snap_from_rgb(const void *rgb, int width, int height, VipsImage **out);
 
+/* JPEG decoding straight with libjpeg, for the formats' common case: the
+ * same scaled decode as libvips' jpegload shrink (byte-identical output,
+ * same size rounding), without a libvips pipeline around it.
+ * snap_jpeg_open reads the header (markers kept: EXIF, ICC); on failure the
+ * handle still holds the message. fail_on is VipsFailOn (0 none, 1
+ * truncated, 2 error, 3 warning). Always snap_jpeg_close the handle. */
+typedef struct snap_jpeg snap_jpeg;
+typedef struct {
+	int width, height, components;
+	int colour_space;          /* J_COLOR_SPACE: 1 grey, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK */
+	int multiscan;             /* progressive: every coefficient is held in memory */
+	const unsigned char *exif; /* first APP1 "Exif" payload, valid until close */
+	size_t exif_len;
+	const unsigned char *icc;  /* assembled ICC profile, valid until close */
+	size_t icc_len;
+} snap_jpeg_info;
+int snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, snap_jpeg_info *info);
+/* Decodes at 1/shrink (1, 2, 4, 8) to packed 8-bit grey, RGB or CMYK (Adobe
+ * inversion undone). *out is malloc'd: free with snap_free. */
+int snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk);
+const char *snap_jpeg_message_text(snap_jpeg *j);
+/* From any thread: the decode stops at its next row band with "killed". */
+void snap_jpeg_kill(snap_jpeg *j);
+void snap_jpeg_close(snap_jpeg *j);
+/* An 8-bit image from packed pixels (copied): sRGB, B_W (1 band) or CMYK. */
+int snap_from_memory(const void *pixels, int width, int height, int bands, int cmyk, VipsImage **out);
+
 /* Cancel the computation of an image from another thread. */
 void snap_kill(VipsImage *image);
 

@@ -47,17 +47,53 @@ struct DecodedSnap {
     let info: SourceInfo
 }
 
+extension Settings.FailOn {
+    /// libvips' `VipsFailOn` value.
+    var vipsLevel: Int {
+        switch self {
+        case .truncated: return 1
+        case .error: return 2
+        case .warning: return 3
+        }
+    }
+}
+
 enum DecodeStep {
     /// Reads the header, checks limits, decodes once with shrink-on-load, and
     /// returns the upright sRGB working image.
     /// - Parameter need: the largest square side any variant takes from this image.
     static func run(_ source: SourceBuffer, digest: String, settings: Settings, need: Int,
-                    onImage: (VImage) -> Void = { _ in }) throws -> DecodedSnap {
+                    onImage: (any Killable) -> Void = { _ in }) throws -> DecodedSnap {
         let limits = settings.limits
         guard source.count > 0 else { throw SnapError(.corrupt, "the file is empty (0 bytes)") }
         guard source.count <= limits.maxInputBytes else {
             throw SnapError(.tooLarge, "input is \(source.count) bytes, over the limit of \(limits.maxInputBytes) bytes (limits.maxInputBytes)")
         }
+        // JPEG (SOI marker, the test libvips' jpegload uses): libjpeg directly.
+        if source.count >= 2, source.bytes(0..<2) == [0xFF, 0xD8] {
+            let decoder: JPEGDecoder
+            do {
+                decoder = try JPEGDecoder(source, failOn: settings.failOn.vipsLevel)
+            } catch let error as VipsError {
+                throw SnapError(.corrupt, "cannot read the jpeg header: \(error.message)", cause: error.description)
+            }
+            if decoder.isDecodable {
+                let header = Header(format: .jpeg, width: decoder.width, height: decoder.height,
+                                    fullDecode: decoder.isMultiscan, exif: decoder.exif, profile: decoder.iccProfile)
+                try header.checkLimits(limits)
+                let shrink = jpegShrink(short: min(header.width, header.height), need: need)
+                let image: VImage
+                do {
+                    onImage(decoder)
+                    image = try decoder.decode(shrink: shrink)
+                } catch let error as VipsError {
+                    throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
+                }
+                return try finish(image, header: header, source: source, digest: digest, settings: settings)
+            }
+            // Anything else libjpeg reads (odd component layouts): libvips' loader below.
+        }
+
         guard let loader = VImage.loaderName(for: source) else {
             throw SnapError(.unsupported, "not an image format SnapThumb reads (accepted: \(InputFormat.acceptedList))")
         }
@@ -67,35 +103,27 @@ enum DecodeStep {
         }
 
         // Header only: dimensions, profile and EXIF, no pixels.
-        let header: VImage
+        let opened: VImage
         do {
-            header = try VImage.load(source, options: "access=sequential")
+            opened = try VImage.load(source, options: "access=sequential")
         } catch let error as VipsError {
             throw SnapError(.corrupt, "cannot read the \(format.rawValue) header: \(error.message)", cause: error.description)
         }
-        let storedWidth = header.width, storedHeight = header.height
-        let pixels = storedWidth * storedHeight
-        guard pixels <= limits.maxPixels else {
-            throw SnapError(.tooLarge, "image is \(storedWidth)×\(storedHeight) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
-        }
-        // Formats that cannot stream hold every pixel in memory: a lower limit.
-        let fullDecode = format == .heif || header.int("interlaced") == 1 || header.int("jpeg-multiscan") == 1
-        guard !fullDecode || pixels <= limits.maxPixelsFullDecode else {
-            let kind = format == .heif ? "HEIF/AVIF" : format == .png ? "interlaced PNG" : "progressive JPEG"
-            throw SnapError(.tooLarge, "\(kind) image is \(storedWidth)×\(storedHeight) = \(pixels) pixels and must be decoded whole; the limit for such images is \(limits.maxPixelsFullDecode) pixels (limits.maxPixelsFullDecode)")
-        }
-        let orientation = format.appliesOwnOrientation ? 1 : normalisedOrientation(header.blob("exif-data").map(Exif.orientation) ?? 0)
-        let fix = OrientationFix(exif: orientation)
-        let profile = header.blob("icc-profile-data")
-        let mediaType = mediaType(format, source)
+        // Formats that cannot stream hold every pixel in memory.
+        let header = Header(
+            format: format, width: opened.width, height: opened.height,
+            fullDecode: format == .heif || opened.int("interlaced") == 1 || opened.int("jpeg-multiscan") == 1,
+            exif: format.appliesOwnOrientation ? nil : opened.blob("exif-data"),
+            profile: opened.blob("icc-profile-data"))
+        try header.checkLimits(limits)
 
         // Shrink on load as far as the largest variant allows.
-        let shortSide = min(storedWidth, storedHeight)
+        let shortSide = min(header.width, header.height)
         var options = "access=sequential,fail_on=\(settings.failOn.rawValue)"
         var loadedShort = Double(shortSide)
         switch format {
         case .jpeg:
-            let shrink = [8, 4, 2].first { shortSide / $0 >= need } ?? 1
+            let shrink = jpegShrink(short: shortSide, need: need)
             if shrink > 1 { options += ",shrink=\(shrink)"; loadedShort = Double(shortSide) / Double(shrink) }
         case .webp:
             // libwebp scales while decoding; keep a 2× margin for the resampler.
@@ -120,18 +148,52 @@ enum DecodeStep {
         } catch let error as VipsError {
             throw SnapError(.corrupt, "the \(format.rawValue) data is damaged or truncated: \(error.message)", cause: error.description)
         }
+        return try finish(image, header: header, source: source, digest: digest, settings: settings)
+    }
 
+    /// What the header says, whichever decoder read it.
+    private struct Header {
+        let format: InputFormat
+        /// Stored size, before orientation.
+        let width: Int, height: Int
+        /// The decoder must hold every pixel (or coefficient) at once.
+        let fullDecode: Bool
+        /// The EXIF block (nil for HEIF: libheif applies its own transforms).
+        let exif: [UInt8]?
+        let profile: [UInt8]?
+
+        func checkLimits(_ limits: Settings.Limits) throws {
+            let pixels = width * height
+            guard pixels <= limits.maxPixels else {
+                throw SnapError(.tooLarge, "image is \(width)×\(height) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
+            }
+            guard !fullDecode || pixels <= limits.maxPixelsFullDecode else {
+                let kind = format == .heif ? "HEIF/AVIF" : format == .png ? "interlaced PNG" : "progressive JPEG"
+                throw SnapError(.tooLarge, "\(kind) image is \(width)×\(height) = \(pixels) pixels and must be decoded whole; the limit for such images is \(limits.maxPixelsFullDecode) pixels (limits.maxPixelsFullDecode)")
+            }
+        }
+    }
+
+    /// libjpeg's largest scale-down that keeps `need` pixels on the short side.
+    private static func jpegShrink(short: Int, need: Int) -> Int {
+        [8, 4, 2].first { short / $0 >= need } ?? 1
+    }
+
+    /// Colour to sRGB, then orientation: the same for every decoder.
+    private static func finish(_ decoded: VImage, header: Header, source: SourceBuffer, digest: String, settings: Settings) throws -> DecodedSnap {
+        let orientation = normalisedOrientation(header.exif.map(Exif.orientation) ?? 0)
+        let fix = OrientationFix(exif: orientation)
+        var image = decoded
         do {
-            image = try ColourStep.toSRGB(image, profile: profile, background: settings.background)
+            image = try ColourStep.toSRGB(image, profile: header.profile, background: settings.background)
             image = try fix.apply(to: image)
         } catch let error as VipsError {
             throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
         }
-
         let info = SourceInfo(
-            digest: digest, bytes: source.count, mediaType: mediaType,
-            width: fix.swapsAxes ? storedHeight : storedWidth,
-            height: fix.swapsAxes ? storedWidth : storedHeight,
+            digest: digest, bytes: source.count, mediaType: mediaType(header.format, source),
+            width: fix.swapsAxes ? header.height : header.width,
+            height: fix.swapsAxes ? header.width : header.height,
             orientation: orientation)
         return DecodedSnap(image: image, info: info)
     }

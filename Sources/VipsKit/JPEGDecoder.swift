@@ -1,0 +1,92 @@
+internal import CSnapShim
+
+/// Something whose decode another thread can stop (a per-image time limit).
+public protocol Killable: AnyObject, Sendable {
+    func kill()
+}
+
+extension VImage: Killable {}
+
+/// A JPEG decoded with libjpeg directly: the scaled decode libvips' jpegload
+/// does with `shrink` (the same library and defaults, byte-identical pixels and
+/// the same size rounding), without a libvips pipeline and its thread hand-offs
+/// around the decoder. Decoding a 12 MP photo at 1/8 cost about 11 % less CPU this
+/// way, a 1080×1440 snap about 40 % less.
+///
+/// `@unchecked Sendable`: one thread opens and decodes; `kill()` from any other
+/// thread only sets an atomic flag.
+public final class JPEGDecoder: Killable, @unchecked Sendable {
+    /// libjpeg's colour spaces, as far as SnapThumb decodes them here.
+    public enum ColourSpace: Sendable, Equatable {
+        case grey, rgb, ycbcr, cmyk, ycck, other(Int)
+    }
+
+    private let handle: OpaquePointer
+    /// Keeps the encoded bytes alive: libjpeg reads them in place.
+    private let source: SourceBuffer
+    public let width: Int
+    public let height: Int
+    public let components: Int
+    public let colourSpace: ColourSpace
+    /// Progressive (or otherwise multi-scan): libjpeg holds every coefficient in memory.
+    public let isMultiscan: Bool
+    /// The first APP1 "Exif" payload, as libvips' `exif-data`.
+    public let exif: [UInt8]?
+    /// The ICC profile from the APP2 chunks, as libvips' `icc-profile-data`.
+    public let iccProfile: [UInt8]?
+
+    /// Reads the header.
+    /// - Parameter failOn: libvips' `fail_on` level (0 none, 1 truncated, 2 error, 3 warning).
+    public init(_ source: SourceBuffer, failOn: Int) throws {
+        var raw: OpaquePointer?
+        var info = snap_jpeg_info()
+        let status = source.withBytes { snap_jpeg_open($0.baseAddress, $0.count, Int32(failOn), &raw, &info) }
+        guard status == 0, let raw else {
+            let message = String(cString: snap_jpeg_message_text(raw))
+            snap_jpeg_close(raw)
+            throw VipsError(operation: "jpeg_header", message: message)
+        }
+        handle = raw
+        self.source = source
+        width = Int(info.width)
+        height = Int(info.height)
+        components = Int(info.components)
+        switch info.colour_space {
+        case 1: colourSpace = .grey
+        case 2: colourSpace = .rgb
+        case 3: colourSpace = .ycbcr
+        case 4: colourSpace = .cmyk
+        case 5: colourSpace = .ycck
+        default: colourSpace = .other(Int(info.colour_space))
+        }
+        isMultiscan = info.multiscan != 0
+        exif = info.exif.map { Array(UnsafeBufferPointer(start: $0, count: info.exif_len)) }
+        iccProfile = info.icc.map { Array(UnsafeBufferPointer(start: $0, count: info.icc_len)) }
+    }
+
+    deinit { snap_jpeg_close(handle) }
+
+    /// Whether `decode` handles this colour space (grey, RGB, YCbCr, CMYK, YCCK).
+    public var isDecodable: Bool {
+        if case .other = colourSpace { return false }
+        return true
+    }
+
+    /// Decodes at 1/`shrink` (1, 2, 4 or 8) into an 8-bit image: sRGB, B_W or CMYK.
+    /// Call once.
+    public func decode(shrink: Int) throws -> VImage {
+        precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
+        var pixels: UnsafeMutablePointer<UInt8>?
+        var width: Int32 = 0, height: Int32 = 0, bands: Int32 = 0, cmyk: Int32 = 0
+        let status = source.withBytes { _ in
+            snap_jpeg_decode(handle, Int32(shrink), &pixels, &width, &height, &bands, &cmyk)
+        }
+        guard status == 0, let pixels else {
+            throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
+        }
+        defer { snap_free(pixels) }
+        return try VImage.fromMemory(pixels, width: Int(width), height: Int(height), bands: Int(bands), cmyk: cmyk != 0)
+    }
+
+    public func kill() { snap_jpeg_kill(handle) }
+}
