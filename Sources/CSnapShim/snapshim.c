@@ -458,7 +458,31 @@ snap_weights(int out_len, int in_len, double scale, double offset, int *first, i
 	return 0;
 }
 
-static inline int snap_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+/* Moves the weight of taps outside 0..len-1 onto the edge pixel (what clamping
+ * the index would read) and trims them, so the loops below never clamp. */
+static int
+snap_fold_edges(int n, int len, int taps, int *first, int *count, float *w)
+{
+	float *folded = malloc(sizeof(float) * (size_t) taps);
+	if (!folded) return -1;
+	for (int i = 0; i < n; i++) {
+		float *wi = w + (size_t) i * taps;
+		int start = first[i], lo = start < 0 ? 0 : start;
+		int hi = start + count[i] - 1 < len - 1 ? start + count[i] - 1 : len - 1;
+		int m = hi - lo + 1;
+		for (int j = 0; j < m; j++) folded[j] = 0;
+		for (int k = 0; k < count[i]; k++) {
+			int at = start + k;
+			at = at < lo ? lo : at > hi ? hi : at;
+			folded[at - lo] += wi[k];
+		}
+		for (int j = 0; j < m; j++) wi[j] = folded[j];
+		first[i] = lo;
+		count[i] = m;
+	}
+	free(folded);
+	return 0;
+}
 
 int
 snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out)
@@ -471,42 +495,57 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 	double left = (scaled_w - side) / 2, top = (scaled_h - side) / 2;
 
 	int *xf = malloc(sizeof(int) * side * 2), *yf = malloc(sizeof(int) * side * 2);
-	float *xw = NULL, *yw = NULL, *rows = NULL;
+	float *xw = NULL, *yw = NULL, *cols = NULL;
 	int xt = 0, yt = 0, status = -1;
 	if (!xf || !yf) goto done;
 	if (snap_weights(side, width, (double) scaled_w / width, left, xf, xf + side, &xw, &xt) ||
 	    snap_weights(side, height, (double) scaled_h / height, top, yf, yf + side, &yw, &yt))
 		goto done;
-	/* Horizontal pass over every input row: height × side × 3 floats. */
-	rows = malloc(sizeof(float) * (size_t) height * side * 3);
-	if (!rows) goto done;
-	for (int y = 0; y < height; y++) {
-		const unsigned char *row = rgb + (size_t) y * width * 3;
-		float *dst = rows + (size_t) y * side * 3;
-		for (int x = 0; x < side; x++) {
-			float r = 0, g = 0, b = 0;
-			const float *w = xw + x * xt;
-			for (int k = 0; k < xt; k++) {
-				const unsigned char *p = row + snap_clampi(xf[x] + k, 0, width - 1) * 3;
-				r += w[k] * p[0]; g += w[k] * p[1]; b += w[k] * p[2];
-			}
-			dst[x * 3] = r; dst[x * 3 + 1] = g; dst[x * 3 + 2] = b;
+	if (snap_fold_edges(side, width, xt, xf, xf + side, xw) ||
+	    snap_fold_edges(side, height, yt, yf, yf + side, yw))
+		goto done;
+
+	/* Only the columns the crop reads. */
+	int c0 = xf[0], c1 = xf[side - 1] + xf[2 * side - 1] - 1;
+	for (int x = 0; x < side; x++) {
+		if (xf[x] < c0) c0 = xf[x];
+		if (xf[x] + xf[side + x] - 1 > c1) c1 = xf[x] + xf[side + x] - 1;
+	}
+	size_t span = (size_t) (c1 - c0 + 1) * 3;
+	/* Vertical pass first: each output row is a weighted sum of whole input row
+	 * spans, a contiguous loop the compiler vectorises. side × span floats. */
+	cols = malloc(sizeof(float) * (size_t) side * span);
+	if (!cols) goto done;
+	for (int y = 0; y < side; y++) {
+		float *acc = cols + (size_t) y * span;
+		const float *w = yw + (size_t) y * yt;
+		for (size_t i = 0; i < span; i++) acc[i] = 0;
+		for (int k = 0; k < yf[side + y]; k++) {
+			const unsigned char *src = rgb + ((size_t) (yf[y] + k) * width + c0) * 3;
+			float wk = w[k];
+			for (size_t i = 0; i < span; i++) acc[i] += wk * (float) src[i];
 		}
 	}
-	/* Vertical pass. */
+	/* Horizontal pass on side rows. */
 	for (int y = 0; y < side; y++) {
-		const float *w = yw + y * yt;
+		const float *row = cols + (size_t) y * span;
 		unsigned char *dst = out + (size_t) y * side * 3;
-		for (int i = 0; i < side * 3; i++) {
-			float v = 0;
-			for (int k = 0; k < yt; k++) v += w[k] * rows[(size_t) snap_clampi(yf[y] + k, 0, height - 1) * side * 3 + i];
-			long q = lrintf(v);
-			dst[i] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
+		for (int x = 0; x < side; x++) {
+			const float *w = xw + (size_t) x * xt;
+			const float *p = row + (size_t) (xf[x] - c0) * 3;
+			float r = 0, g = 0, b = 0;
+			for (int k = 0; k < xf[side + x]; k++) {
+				r += w[k] * p[k * 3]; g += w[k] * p[k * 3 + 1]; b += w[k] * p[k * 3 + 2];
+			}
+			long q;
+			q = lrintf(r); dst[x * 3] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
+			q = lrintf(g); dst[x * 3 + 1] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
+			q = lrintf(b); dst[x * 3 + 2] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
 		}
 	}
 	status = 0;
 done:
-	free(xf); free(yf); free(xw); free(yw); free(rows);
+	free(xf); free(yf); free(xw); free(yw); free(cols);
 	return status;
 }
 

@@ -38,7 +38,7 @@ struct BenchTests {
     func benchJSON() throws {
         let temp = Fixtures.tempDirectory("snapthumb-bench-test")
         defer { Fixtures.remove(temp) }
-        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "2", "--json"], environment: ["TMPDIR": temp])
+        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "2", "--json", "--temp-dir", temp])
         #expect(result.status == 0, "\(result.stderr)")
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         let doc = try #require(object, "stdout is one JSON object: \(result.stdout)")

@@ -14,9 +14,14 @@ public struct BenchOptions: Sendable {
     public var references: [ReferenceTool]
     /// Keep each round's store instead of removing it.
     public var keepStore: Bool
+    /// Where the temporary stores and reference outputs are made: the filesystem
+    /// whose file creation and syncs are measured.
+    public var tempDirectory: String
 
     public init(jobs: Int, repeats: Int = 1, scaling: Bool = false, isolation: Isolation,
-                references: [ReferenceTool] = [.vipsthumbnail], keepStore: Bool = false) {
+                references: [ReferenceTool] = [.vipsthumbnail], keepStore: Bool = false,
+                tempDirectory: String = NSTemporaryDirectory()) {
+        self.tempDirectory = tempDirectory
         self.jobs = max(1, jobs)
         self.repeats = max(1, repeats)
         self.scaling = scaling
@@ -108,7 +113,7 @@ public struct Bench: Sendable {
         }
         // The reference tools name outputs after the input's base name: give them
         // uniquely named symbolic links, so that no output overwrites another.
-        let links = try Self.temporaryDirectory("snapthumb-bench-inputs")
+        let links = try Self.temporaryDirectory("snapthumb-bench-inputs", in: options.tempDirectory)
         outputs.append(links)
         let referenceFiles = try files.enumerated().map { i, entry in
             let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
@@ -140,7 +145,7 @@ public struct Bench: Sendable {
     // MARK: SnapThumb
 
     private func snapThumbRound(jobs: Int, round: Int, into report: inout BenchReport, made: inout [String]) throws -> SideRound {
-        let directory = try Self.temporaryDirectory("snapthumb-bench-store")
+        let directory = try Self.temporaryDirectory("snapthumb-bench-store", in: options.tempDirectory)
         made.append(directory)
         if options.keepStore { report.keptStores.append(directory) }
         let store = try Store(root: directory)
@@ -199,7 +204,7 @@ public struct Bench: Sendable {
     // MARK: Reference tools
 
     private func referenceRound(_ tool: ReferenceTool, files paths: [String], jobs: Int, round: Int, made: inout [String]) throws -> SideRound {
-        let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)")
+        let output = try Self.temporaryDirectory("snapthumb-bench-\(tool.rawValue)", in: options.tempDirectory)
         made.append(output)
         // Each process's peak RSS comes from GNU time when it is installed: wait4's
         // ru_maxrss of a posix_spawned child is floored at this (large) process's own.
@@ -224,8 +229,7 @@ public struct Bench: Sendable {
 
     // MARK: Helpers
 
-    static func temporaryDirectory(_ prefix: String) throws -> String {
-        let base = NSTemporaryDirectory()
+    static func temporaryDirectory(_ prefix: String, in base: String) throws -> String {
         var template = Array((URL(fileURLWithPath: base).appendingPathComponent("\(prefix).XXXXXX").path).utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw SnapError.io("cannot create a temporary directory in", base, errno: errno)

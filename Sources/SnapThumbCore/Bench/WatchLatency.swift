@@ -20,10 +20,11 @@ public enum WatchLatency {
     /// `count` copies of `images` into `incoming/` at `rate` per second, and
     /// watches for each manifest.
     public static func measure(executable: String, images: [String], count: Int = 500, rate: Double = 50,
-                               jobs: Int, progress: (String) -> Void = { _ in }) throws -> WatchLatencyReport {
+                               jobs: Int, tempDirectory: String = NSTemporaryDirectory(),
+                               progress: (String) -> Void = { _ in }) throws -> WatchLatencyReport {
         guard !images.isEmpty else { throw SnapError(.config, "no images to send") }
         let fm = FileManager.default
-        let root = NSTemporaryDirectory() + "snapthumb-watch-latency-\(UUID().uuidString)"
+        let root = URL(fileURLWithPath: tempDirectory).appendingPathComponent("snapthumb-watch-latency-\(UUID().uuidString)").path
         defer { try? fm.removeItem(atPath: root) }
         let upload = "\(root)/uploads", store = "\(root)/store", stage = "\(upload)/stage"
         try fm.createDirectory(atPath: "\(upload)/incoming", withIntermediateDirectories: true)

@@ -1,10 +1,11 @@
 import Foundation
 
-/// Batches commits from many workers: workers hand over finished uploads and go
-/// on to the next image; one thread commits whatever has queued up with
-/// `Store.commitBatch` (two filesystem syncs per batch), then reports each
-/// upload as durable or failed. Memory is bounded: `submit` waits while
-/// `maxPending` uploads are queued.
+/// Batches commits from many workers: a worker writes its upload's blobs
+/// (`Store.stage`, on its own thread: creating files is CPU work, and it
+/// belongs to the job that made them) and goes on to the next image; one thread
+/// publishes whatever has queued up with `Store.publishBatch` (two filesystem
+/// syncs per batch), then reports each upload as durable or failed. Memory is
+/// bounded: `submit` waits while `maxPending` uploads are queued.
 public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     public typealias Completion = @Sendable (Tag, ProcessedUpload, SnapError?) -> Void
 
@@ -13,7 +14,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     private let maxPending: Int
     private let completion: Completion
     private let condition = NSCondition()
-    private var pending: [(Tag, ProcessedUpload)] = []
+    private var pending: [(Tag, Store.Staged)] = []
     private var closed = false
     private var running = true
 
@@ -27,11 +28,19 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues an upload; `completion` runs once it is durable (or failed).
+    /// Writes the upload's blobs and queues it; `completion` runs once it is
+    /// durable, or at once (on this thread) when its blobs cannot be written.
     public func submit(_ upload: ProcessedUpload, tag: Tag) {
+        let staged: Store.Staged
+        do {
+            staged = try store.stage(upload)
+        } catch {
+            completion(tag, upload, error as? SnapError ?? SnapError(.io, "\(error)"))
+            return
+        }
         condition.lock()
         while pending.count >= maxPending && !closed { condition.wait() }
-        pending.append((tag, upload))
+        pending.append((tag, staged))
         condition.broadcast()
         condition.unlock()
     }
@@ -60,8 +69,8 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
 
-            let results = store.commitBatch(batch.map(\.1))
-            for (item, result) in zip(batch, results) { completion(item.0, item.1, result) }
+            let results = store.publishBatch(batch.map(\.1))
+            for (item, result) in zip(batch, results) { completion(item.0, item.1.upload, result) }
         }
     }
 }

@@ -69,30 +69,35 @@ public struct Store: Sendable {
         }
     }
 
-    /// Commits many uploads with two filesystem syncs in all instead of about
-    /// eight fsyncs each: every blob is written and linked, the filesystem is
-    /// synced, every manifest is renamed into place, and it is synced again.
-    /// A manifest is still only visible once its blobs are durable.
+    /// An upload whose blobs are written (not yet synced) and whose manifest
+    /// path is checked: what `publishBatch` takes.
+    public struct Staged: Sendable {
+        public let upload: ProcessedUpload
+        let manifestPath: String
+    }
+
+    /// Writes an upload's blobs without syncing them, on the caller's thread (the
+    /// file creation is CPU work that belongs to the job, not to the committer).
+    /// A blob is only ever linked into place complete; if a later one fails, the
+    /// ones already there stay: another upload may already share them, and an
+    /// unreferenced blob is harmless where a manifest without its blob is not.
+    public func stage(_ upload: ProcessedUpload) throws -> Staged {
+        let path = try manifestPath(for: upload.manifest.key)
+        for blob in upload.blobs { try put(blob, sync: false) }
+        return Staged(upload: upload, manifestPath: path)
+    }
+
+    /// Publishes staged uploads with two filesystem syncs in all instead of
+    /// about eight fsyncs each: the filesystem is synced (every staged blob is
+    /// then durable), every manifest is renamed into place, and it is synced
+    /// again. A manifest is only ever visible once its blobs are durable.
     /// - Returns: one result per upload, in order; nil means committed.
-    public func commitBatch(_ uploads: [ProcessedUpload]) -> [SnapError?] {
-        var results = [SnapError?](repeating: nil, count: uploads.count)
-        var created = [[String]](repeating: [], count: uploads.count)
-        var paths = [String](repeating: "", count: uploads.count)
-        for (i, upload) in uploads.enumerated() {
-            do {
-                paths[i] = try manifestPath(for: upload.manifest.key)
-                created[i] = try putAll(upload.blobs, sync: false)
-            } catch {
+    public func publishBatch(_ staged: [Staged]) -> [SnapError?] {
+        if let failure = sync() { return staged.map { _ in failure } }
+        var results = [SnapError?](repeating: nil, count: staged.count)
+        for (i, item) in staged.enumerated() {
+            do { try publish(item.upload.manifest, at: item.manifestPath, sync: false) } catch {
                 results[i] = error as? SnapError ?? SnapError(.io, "\(error)")
-            }
-        }
-        if let failure = sync() {
-            return rollBack(created, results.map { $0 ?? failure })
-        }
-        for (i, upload) in uploads.enumerated() where results[i] == nil {
-            do { try publish(upload.manifest, at: paths[i], sync: false) } catch {
-                results[i] = error as? SnapError ?? SnapError(.io, "\(error)")
-                for path in created[i] { unlink(path) }
             }
         }
         if let failure = sync() {
@@ -103,8 +108,20 @@ public struct Store: Sendable {
         return results
     }
 
-    private func rollBack(_ created: [[String]], _ results: [SnapError?]) -> [SnapError?] {
-        for paths in created { for path in paths { unlink(path) } }
+    /// `stage` then `publishBatch`, for callers that have every upload at hand.
+    public func commitBatch(_ uploads: [ProcessedUpload]) -> [SnapError?] {
+        var staged: [Staged] = []
+        var results = [SnapError?](repeating: nil, count: uploads.count)
+        var positions: [Int] = []
+        for (i, upload) in uploads.enumerated() {
+            do {
+                staged.append(try stage(upload))
+                positions.append(i)
+            } catch {
+                results[i] = error as? SnapError ?? SnapError(.io, "\(error)")
+            }
+        }
+        for (position, result) in zip(positions, publishBatch(staged)) { results[position] = result }
         return results
     }
 
