@@ -42,7 +42,7 @@ SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]
 REPO="$(cd "$(dirname "$SELF")/.." && pwd)"
 
 OUT="$REPO/.corpus"
-SNAPS=200 ORIGINALS=40 HEIC=20 PNG=20 MIXED=100 SEED=1
+SNAPS=1000 ORIGINALS=100 HEIC=20 PNG=20 MIXED=100 SEED=1
 JOBS="$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)"
 PHOTOS="" FORCE=0
 

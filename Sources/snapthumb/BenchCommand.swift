@@ -7,22 +7,11 @@ struct BenchCommand: ParsableCommand {
         commandName: "bench",
         abstract: "Measure the whole pipeline against vipsthumbnail making only the square thumbnail.",
         discussion: """
-        Runs the full pipeline (every variant, budgets, hashing, the durable store with group
-        commit, manifests) over every image under <dir> into a temporary store, and in the same
-        run vipsthumbnail making only a square 100 px Q80 JPEG (-s 100x100 -c, strip) with one
-        process per job, the files split between them. With --repeat K the sides alternate
-        (A B A B …) and the table shows medians; ratios are medians of same-round pairs.
+        Runs the full pipeline (every variant, budgets, hashing, the durable store with group commit, manifests) over every image under <dir> into a temporary store, and in the same run vipsthumbnail making only a square 100 px Q80 JPEG (-s 100x100 -c, strip) with one process per job, the files split between them. With --repeat K the sides alternate (A B A B …) and the table shows medians; ratios are medians of same-round pairs.
 
-        CPU time is user + system of every process involved (getrusage / wait4); peak RSS is
-        the largest single process (a worker, or the bench process itself with --isolation
-        threads). Progress lines go to stderr; the table (or with --json one JSON object) to
-        stdout. Exit 1 if any file failed or any variant went over its budget.
+        CPU time is user + system of every process involved (getrusage / wait4); peak RSS is the largest single process (a worker, or the bench process itself with --isolation threads). Progress lines go to stderr; the table (or with --json one JSON object) to stdout. Exit 1 if any file failed or any variant went over its budget.
 
-        The temporary stores (and the reference tools' outputs) are made in --temp-dir, the
-        current directory unless given, as fio does: file creation and syncs are part of the
-        work, so measure on the filesystem your store will live on. (On this project's CI VM a
-        file created in the churned /tmp cost 0.7 ms of kernel CPU, elsewhere on the same disk
-        23 µs.) Everything is removed at the end unless --keep-store.
+        The temporary stores (and the reference tools' outputs) are made in --temp-dir, the current directory unless given, as fio does: file creation and syncs are part of the work, so measure on the filesystem your store will live on. (On this project's CI VM a file created in the churned /tmp cost 0.7 ms of kernel CPU, elsewhere on the same disk 23 µs.) Everything is removed at the end unless --keep-store.
 
         --watch-latency also starts a real 'snapthumb watch' on a temporary upload directory, renames copies of the images into incoming/ at a steady --watch-rate, and reports the time from each rename to its manifest being published (p50/p95/p99).
         """

@@ -10,18 +10,11 @@ struct WatchCommand: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Process uploads dropped into a directory, as a long-running worker.",
         discussion: """
-        Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in;
-        files written in place are taken once stable for --settle). Each is claimed by an atomic
-        rename into processing/<worker-id>/, so several workers can share one directory. After its
-        manifest is published the source moves to done/ (or is deleted: --after-success delete);
-        a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store
-        full or read-only) go back to incoming/ and are retried with backoff.
+        Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in; files written in place are taken once stable for --settle). Each is claimed by an atomic rename into processing/<worker-id>/, so several workers can share one directory. After its manifest is published the source moves to done/ (or is deleted: --after-success delete); a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store full or read-only) go back to incoming/ and are retried with backoff.
 
         SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
 
-        Every option can also be set as SNAPTHUMB_<NAME> (e.g. SNAPTHUMB_DRAIN_TIMEOUT=25s) or in the
-        --config file's "watch" object (e.g. "drainTimeout": "25s"); flags win over the environment,
-        which wins over the file. Durations: 500ms, 10s, 5m, 2h, 7d, or plain seconds.
+        Every option can also be set as SNAPTHUMB_<NAME> (e.g. SNAPTHUMB_DRAIN_TIMEOUT=25s) or in the --config file's "watch" object (e.g. "drainTimeout": "25s"); flags win over the environment, which wins over the file. Durations: 500ms, 10s, 5m, 2h, 7d, or plain seconds.
         """
     )
 

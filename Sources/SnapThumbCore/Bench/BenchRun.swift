@@ -1,4 +1,5 @@
 import Foundation
+import VipsKit
 
 /// What `snapthumb bench` measures and how.
 public struct BenchOptions: Sendable {
@@ -110,7 +111,13 @@ public struct Bench: Sendable {
         var stores: [String] = [], outputs: [String] = []
         defer {
             for path in outputs + (options.keepStore ? [] : stores) { try? FileManager.default.removeItem(atPath: path) }
+            // Written back, deleted inodes stop being "recent" after 5 s instead of
+            // 5 min: the next run on this filesystem is not slowed by this one.
+            _ = FileSystem.syncfs(options.tempDirectory)
         }
+        // Start from a clean filesystem: earlier writes (a corpus just made) are not
+        // flushed by the first round's syncs, at its expense.
+        _ = FileSystem.syncfs(options.tempDirectory)
         // The reference tools name outputs after the input's base name: give them
         // uniquely named symbolic links, so that no output overwrites another.
         let links = try Self.temporaryDirectory("snapthumb-bench-inputs", in: options.tempDirectory)

@@ -12,16 +12,26 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     private let store: Store
     private let maxBatch: Int
     private let maxPending: Int
+    private let maxDelay: Double
+    /// When the oldest queued upload arrived (uptime seconds).
+    private var oldest: Double?
     private let completion: Completion
     private let condition = NSCondition()
     private var pending: [(Tag, Store.Staged)] = []
     private var closed = false
     private var running = true
 
-    public init(store: Store, maxBatch: Int = 64, maxPending: Int = 128, completion: @escaping Completion) {
+    /// - Parameter maxDelay: how long the first upload of a batch waits for others
+    ///   (seconds). A syncfs costs 0.3–1.7 ms of kernel CPU here whatever it
+    ///   flushes: committing as soon as anything was queued synced about twice per
+    ///   snap. 15 ms gathers four or more snaps per sync (a worker's window of 32
+    ///   files keeps it busy meanwhile); at 50 ms the workers idled more at the
+    ///   end of each batch than the syncs saved.
+    public init(store: Store, maxBatch: Int = 64, maxPending: Int = 128, maxDelay: Double = 0.015, completion: @escaping Completion) {
         self.store = store
         self.maxBatch = max(1, maxBatch)
         self.maxPending = max(1, maxPending)
+        self.maxDelay = max(0, maxDelay)
         self.completion = completion
         let thread = Thread { [self] in loop() }
         thread.name = "snapthumb-commit"
@@ -40,6 +50,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
         }
         condition.lock()
         while pending.count >= maxPending && !closed { condition.wait() }
+        if pending.isEmpty { oldest = Self.now() }
         pending.append((tag, staged))
         condition.broadcast()
         condition.unlock()
@@ -54,10 +65,17 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
         condition.unlock()
     }
 
+    private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
     private func loop() {
         while true {
             condition.lock()
             while pending.isEmpty && !closed { condition.wait() }
+            // Gather a batch: until it is full, the first upload has waited
+            // maxDelay, or no more are coming.
+            while !closed, pending.count < maxBatch, let oldest, Self.now() - oldest < maxDelay {
+                _ = condition.wait(until: Date(timeIntervalSinceNow: maxDelay - (Self.now() - oldest)))
+            }
             if pending.isEmpty && closed {
                 running = false
                 condition.broadcast()
@@ -66,6 +84,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
+            oldest = pending.isEmpty ? nil : Self.now()
             condition.broadcast()
             condition.unlock()
 

@@ -69,36 +69,44 @@ public struct Store: Sendable {
         }
     }
 
-    /// An upload whose blobs are written (not yet synced) and whose manifest
-    /// path is checked: what `publishBatch` takes.
+    /// An upload whose blobs and manifest are written (not yet synced), the
+    /// manifest under a temporary name: what `publishBatch` takes.
     public struct Staged: Sendable {
         public let upload: ProcessedUpload
         let manifestPath: String
+        let manifestTemp: String
     }
 
-    /// Writes an upload's blobs without syncing them, on the caller's thread (the
-    /// file creation is CPU work that belongs to the job, not to the committer).
+    /// Writes an upload's blobs, and its manifest under a temporary name, without
+    /// syncing them, on the caller's thread: creating files is CPU work that
+    /// belongs to the job, and the committer's thread then only syncs and renames.
     /// A blob is only ever linked into place complete; if a later one fails, the
     /// ones already there stay: another upload may already share them, and an
     /// unreferenced blob is harmless where a manifest without its blob is not.
     public func stage(_ upload: ProcessedUpload) throws -> Staged {
         let path = try manifestPath(for: upload.manifest.key)
         for blob in upload.blobs { try put(blob, sync: false) }
-        return Staged(upload: upload, manifestPath: path)
+        let directory = (path as NSString).deletingLastPathComponent
+        try Durable.makeDirectories(directory)
+        let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
+        try Durable.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
+        return Staged(upload: upload, manifestPath: path, manifestTemp: temp)
     }
 
     /// Publishes staged uploads with two filesystem syncs in all instead of
-    /// about eight fsyncs each: the filesystem is synced (every staged blob is
-    /// then durable), every manifest is renamed into place, and it is synced
-    /// again. A manifest is only ever visible once its blobs are durable.
+    /// about eight fsyncs each: the filesystem is synced (every staged blob and
+    /// manifest is then durable), every manifest is renamed into place, and it is
+    /// synced again. A manifest is only ever visible once its blobs are durable.
     /// - Returns: one result per upload, in order; nil means committed.
     public func publishBatch(_ staged: [Staged]) -> [SnapError?] {
-        if let failure = sync() { return staged.map { _ in failure } }
+        if let failure = sync() {
+            for item in staged { unlink(item.manifestTemp) }
+            return staged.map { _ in failure }
+        }
         var results = [SnapError?](repeating: nil, count: staged.count)
-        for (i, item) in staged.enumerated() {
-            do { try publish(item.upload.manifest, at: item.manifestPath, sync: false) } catch {
-                results[i] = error as? SnapError ?? SnapError(.io, "\(error)")
-            }
+        for (i, item) in staged.enumerated() where rename(item.manifestTemp, item.manifestPath) != 0 {
+            results[i] = SnapError.io("cannot publish manifest", item.manifestPath, errno: errno)
+            unlink(item.manifestTemp)
         }
         if let failure = sync() {
             // The renames may or may not be durable: report failure, leave the
@@ -182,8 +190,13 @@ public struct Store: Sendable {
         return false
     }
 
+    /// The manifest file's bytes: pretty JSON and a final newline.
+    private func manifestFile(_ manifest: Manifest) -> Data {
+        manifest.json(pretty: true) + Data("\n".utf8)
+    }
+
     private func publish(_ manifest: Manifest, at path: String, sync: Bool) throws {
-        let json = manifest.json(pretty: true) + Data("\n".utf8)
+        let json = manifestFile(manifest)
         let directory = (path as NSString).deletingLastPathComponent
         try Durable.makeDirectories(directory)
         let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
