@@ -566,6 +566,7 @@ snap_die_with_parent(void)
 struct snap_jpeg {
 	struct jpeg_decompress_struct cinfo;
 	struct jpeg_error_mgr pub;
+	struct jpeg_progress_mgr progress;
 	jmp_buf jump;
 	int fail_on;                 /* VipsFailOn: 0 none, 1 truncated, 2 error, 3 warning */
 	volatile int killed;
@@ -597,6 +598,27 @@ snap_jpeg_message(j_common_ptr cinfo, int level)
 	int truncated = cinfo->err->msg_code == JWRN_JPEG_EOF;
 	if ((truncated && j->fail_on >= 1) || j->fail_on >= 3 || count >= 100)
 		snap_jpeg_fail(cinfo);
+}
+
+/* More scans than any encoder writes: a progressive file built to make the
+ * decoder re-read its coefficients over and over (a scan bomb). */
+#define SNAP_JPEG_MAX_SCANS 256
+
+/* Called by libjpeg while it works, also inside jpeg_start_decompress, where a
+ * progressive file reads all its scans before the first row comes out: the kill
+ * flag and the scan limit are checked there too. */
+static void
+snap_jpeg_progress(j_common_ptr cinfo)
+{
+	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
+	if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED)) {
+		snprintf(j->message, sizeof(j->message), "killed");
+		longjmp(j->jump, 1);
+	}
+	if (j->cinfo.input_scan_number > SNAP_JPEG_MAX_SCANS) {
+		snprintf(j->message, sizeof(j->message), "more than %d scans (a progressive JPEG built to stall decoders)", SNAP_JPEG_MAX_SCANS);
+		longjmp(j->jump, 1);
+	}
 }
 
 /* The ICC profile is split over APP2 "ICC_PROFILE\0" markers numbered from 1:
@@ -648,6 +670,8 @@ snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, snap_j
 	if (setjmp(j->jump))
 		return -1;
 	jpeg_create_decompress(&j->cinfo);
+	j->progress.progress_monitor = snap_jpeg_progress;
+	j->cinfo.progress = &j->progress;
 	jpeg_mem_src(&j->cinfo, (const unsigned char *) buf, (unsigned long) len);
 	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 1, 0xFFFF);
 	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 2, 0xFFFF);
@@ -707,7 +731,7 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 		return -1;
 	}
 	while (c->output_scanline < (JDIMENSION) h) {
-		if (j->killed) {
+		if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED)) {
 			snprintf(j->message, sizeof(j->message), "killed");
 			free(pixels);
 			free(rows);

@@ -37,11 +37,25 @@ import VipsKit
         #expect(try decoded.pixels() == reference.pixels())
     }
 
-    @Test("kill stops the decode with an error")
+    @Test("kill stops the decode with an error, baseline or progressive")
     func kill() throws {
-        let decoder = try JPEGDecoder(SourceBuffer(try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))), failOn: 3)
-        decoder.kill()
-        #expect(throws: VipsError.self) { _ = try decoder.decode(shrink: 8) }
+        let baseline = try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))
+        // Progressive: libjpeg reads every scan before the first row comes out.
+        let progressive = try VImage.load(SourceBuffer(baseline), options: "").jpeg(quality: 85, progressive: true)
+        for bytes in [baseline, progressive] {
+            let source = SourceBuffer(bytes)
+            #expect(try JPEGDecoder(source, failOn: 3).isMultiscan == (bytes == progressive))
+            let decoder = try JPEGDecoder(source, failOn: 3)
+            decoder.kill()
+            do {
+                _ = try decoder.decode(shrink: 8)
+                Issue.record("decoded after kill")
+            } catch let error as VipsError {
+                #expect(error.message == "killed")
+            }
+            // Not killed, the same file decodes.
+            #expect(try JPEGDecoder(source, failOn: 3).decode(shrink: 8).width == 135)
+        }
     }
 
     @Test("a libjpeg warning fails the image at fail_on warning and only there")
