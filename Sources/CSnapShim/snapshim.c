@@ -233,18 +233,6 @@ snap_write_memory(VipsImage *in, void **buf, size_t *len)
 	return 0;
 }
 
-int
-snap_from_rgb(const void *rgb, int width, int height, VipsImage **out)
-{
-	VipsImage *im = vips_image_new_from_memory_copy(rgb, (size_t) width * height * 3,
-		width, height, 3, VIPS_FORMAT_UCHAR);
-	if (!im)
-		return -1;
-	im->Type = VIPS_INTERPRETATION_sRGB;
-	*out = im;
-	return 0;
-}
-
 void snap_kill(VipsImage *image) { if (image) vips_image_set_kill(image, TRUE); }
 
 int
@@ -600,9 +588,19 @@ snap_jpeg_message(j_common_ptr cinfo, int level)
 		snap_jpeg_fail(cinfo);
 }
 
+/* Fails the current call (open or decode) with `message`. */
+static void __attribute__((noreturn))
+snap_jpeg_stop(struct snap_jpeg *j, const char *message)
+{
+	snprintf(j->message, sizeof(j->message), "%s", message);
+	longjmp(j->jump, 1);
+}
+
 /* More scans than any encoder writes: a progressive file built to make the
  * decoder re-read its coefficients over and over (a scan bomb). */
 #define SNAP_JPEG_MAX_SCANS 256
+#define SNAP_STR2(x) #x
+#define SNAP_STR(x) SNAP_STR2(x)
 
 /* Called by libjpeg while it works, also inside jpeg_start_decompress, where a
  * progressive file reads all its scans before the first row comes out: the kill
@@ -611,14 +609,10 @@ static void
 snap_jpeg_progress(j_common_ptr cinfo)
 {
 	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
-	if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED)) {
-		snprintf(j->message, sizeof(j->message), "killed");
-		longjmp(j->jump, 1);
-	}
-	if (j->cinfo.input_scan_number > SNAP_JPEG_MAX_SCANS) {
-		snprintf(j->message, sizeof(j->message), "more than %d scans (a progressive JPEG built to stall decoders)", SNAP_JPEG_MAX_SCANS);
-		longjmp(j->jump, 1);
-	}
+	if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED))
+		snap_jpeg_stop(j, "killed");
+	if (j->cinfo.input_scan_number > SNAP_JPEG_MAX_SCANS)
+		snap_jpeg_stop(j, "more than " SNAP_STR(SNAP_JPEG_MAX_SCANS) " scans (a progressive JPEG built to stall decoders)");
 }
 
 /* The ICC profile is split over APP2 "ICC_PROFILE\0" markers numbered from 1:
@@ -695,6 +689,7 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 	unsigned char *volatile pixels = NULL;
 	JSAMPROW *volatile rows = NULL;
 	*out = NULL;
+	/* Every failure, libjpeg's or ours, comes back here with j->message set. */
 	if (setjmp(j->jump)) {
 		free(pixels);
 		free(rows);
@@ -708,35 +703,23 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 	case JCS_CMYK: case JCS_YCCK: c->out_color_space = JCS_CMYK; break;
 	case JCS_YCbCr: case JCS_RGB: c->out_color_space = JCS_RGB; break;
 	default:
-		snprintf(j->message, sizeof(j->message), "unsupported JPEG colour space %d", (int) c->jpeg_color_space);
-		return -1;
+		snap_jpeg_stop(j, "unsupported JPEG colour space");
 	}
 	jpeg_start_decompress(c);
 	/* libvips rounds a shrunk size down; libjpeg up. Keep libvips' size. */
 	int w = (int) (c->image_width / (unsigned) shrink), h = (int) (c->image_height / (unsigned) shrink);
 	int n = c->output_components;
-	if (w < 1 || h < 1 || w > (int) c->output_width || h > (int) c->output_height) {
-		snprintf(j->message, sizeof(j->message), "image too small to shrink by %d", shrink);
-		return -1;
-	}
+	if (w < 1 || h < 1 || w > (int) c->output_width || h > (int) c->output_height)
+		snap_jpeg_stop(j, "image too small for this shrink");
 	size_t stride = (size_t) c->output_width * n;
 	/* Whole output rows (libjpeg writes its full width), the spare row at the end
 	 * takes any row past the kept height. */
 	pixels = malloc(stride * ((size_t) h + 1));
 	rows = malloc(sizeof(JSAMPROW) * (size_t) c->rec_outbuf_height);
-	if (!pixels || !rows) {
-		snprintf(j->message, sizeof(j->message), "out of memory");
-		free(pixels);
-		free(rows);
-		return -1;
-	}
+	if (!pixels || !rows)
+		snap_jpeg_stop(j, "out of memory");
+	/* The kill flag is checked by the progress monitor on every call. */
 	while (c->output_scanline < (JDIMENSION) h) {
-		if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED)) {
-			snprintf(j->message, sizeof(j->message), "killed");
-			free(pixels);
-			free(rows);
-			return -1;
-		}
 		for (int i = 0; i < c->rec_outbuf_height; i++) {
 			size_t y = c->output_scanline + (size_t) i;
 			rows[i] = pixels + stride * (y < (size_t) h ? y : (size_t) h);

@@ -78,9 +78,7 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
         precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
         var pixels: UnsafeMutablePointer<UInt8>?
         var width: Int32 = 0, height: Int32 = 0, bands: Int32 = 0, cmyk: Int32 = 0
-        let status = source.withBytes { _ in
-            snap_jpeg_decode(handle, Int32(shrink), &pixels, &width, &height, &bands, &cmyk)
-        }
+        let status = snap_jpeg_decode(handle, Int32(shrink), &pixels, &width, &height, &bands, &cmyk)
         guard status == 0, let pixels else {
             throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
         }

@@ -85,10 +85,7 @@ public final class VImage: @unchecked Sendable {
     public static func fromRGB(_ rgb: [UInt8], width: Int, height: Int) throws -> VImage {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
         try Vips.start()
-        var out: UnsafeMutablePointer<VipsImage>?
-        let status = rgb.withUnsafeBytes { snap_from_rgb($0.baseAddress, Int32(width), Int32(height), &out) }
-        guard status == 0, let out else { throw Vips.takeError("from_rgb") }
-        return VImage(out, source: nil)
+        return try rgb.withUnsafeBufferPointer { try fromMemory($0.baseAddress!, width: width, height: height, bands: 3, cmyk: false) }
     }
 
     /// An 8-bit image from packed pixels (copied): sRGB, B_W (one band) or CMYK.

@@ -78,8 +78,6 @@ int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int qu
 
 /* Uncompressed pixels, row-major (caller frees with snap_free). */
 int snap_write_memory(VipsImage *in, void **buf, size_t *len);
-/* Make a uchar sRGB image from packed RGB bytes (copied). */
-int snap_from_rgb(const void *rgb, int width, int height, VipsImage **out);
 
 /* JPEG decoding straight with libjpeg, for the formats' common case: the
  * same scaled decode as libvips' jpegload shrink (byte-identical output,

@@ -13,11 +13,10 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     private let maxBatch: Int
     private let maxPending: Int
     private let maxDelay: Double
-    /// When the oldest queued upload arrived (uptime seconds).
-    private var oldest: Double?
     private let completion: Completion
     private let condition = NSCondition()
-    private var pending: [(Tag, Store.Staged)] = []
+    /// Queued uploads with their arrival time (uptime seconds).
+    private var pending: [(tag: Tag, staged: Store.Staged, arrived: Double)] = []
     private var closed = false
     private var running = true
 
@@ -50,8 +49,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
         }
         condition.lock()
         while pending.count >= maxPending && !closed { condition.wait() }
-        if pending.isEmpty { oldest = Self.now() }
-        pending.append((tag, staged))
+        pending.append((tag, staged, Self.now()))
         condition.broadcast()
         condition.unlock()
     }
@@ -73,7 +71,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             while pending.isEmpty && !closed { condition.wait() }
             // Gather a batch: until it is full, the first upload has waited
             // maxDelay, or no more are coming.
-            while !closed, pending.count < maxBatch, let oldest, Self.now() - oldest < maxDelay {
+            while !closed, pending.count < maxBatch, let oldest = pending.first?.arrived, Self.now() - oldest < maxDelay {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: maxDelay - (Self.now() - oldest)))
             }
             if pending.isEmpty && closed {
@@ -84,12 +82,11 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             }
             let batch = Array(pending.prefix(maxBatch))
             pending.removeFirst(batch.count)
-            oldest = pending.isEmpty ? nil : Self.now()
             condition.broadcast()
             condition.unlock()
 
-            let results = store.publishBatch(batch.map(\.1))
-            for (item, result) in zip(batch, results) { completion(item.0, item.1.upload, result) }
+            let results = store.publishBatch(batch.map(\.staged))
+            for (item, result) in zip(batch, results) { completion(item.tag, item.staged.upload, result) }
         }
     }
 }
