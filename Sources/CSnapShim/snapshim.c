@@ -767,3 +767,28 @@ snap_from_memory(const void *pixels, int width, int height, int bands, int cmyk,
 	*out = im;
 	return 0;
 }
+
+void
+snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out)
+{
+	int swap = rotate == 90 || rotate == 270;
+	int ow = swap ? height : width, oh = swap ? width : height;
+
+	for (int y = 0; y < oh; y++) {
+		unsigned char *row = out + (size_t) y * ow * 3;
+		for (int x = 0; x < ow; x++) {
+			/* The rotated image's pixel shown at (x, y) after the flip. */
+			int rx = flip ? ow - 1 - x : x, sx, sy;
+			switch (rotate) {
+			case 90: sx = y; sy = height - 1 - rx; break;
+			case 180: sx = width - 1 - rx; sy = height - 1 - y; break;
+			case 270: sx = width - 1 - y; sy = rx; break;
+			default: sx = rx; sy = y; break;
+			}
+			const unsigned char *p = rgb + ((size_t) sy * width + sx) * 3;
+			row[x * 3] = p[0];
+			row[x * 3 + 1] = p[1];
+			row[x * 3 + 2] = p[2];
+		}
+	}
+}

@@ -75,6 +75,20 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
     /// Decodes at 1/`shrink` (1, 2, 4 or 8) into an 8-bit image: sRGB, B_W or CMYK.
     /// Call once.
     public func decode(shrink: Int) throws -> VImage {
+        try decodePacked(shrink: shrink) { pixels, width, height, bands, cmyk in
+            try VImage.fromMemory(pixels, width: width, height: height, bands: bands, cmyk: cmyk)
+        }
+    }
+
+    /// Packed 8-bit pixels as libjpeg decodes them at 1/`shrink` (the same as
+    /// `decode(shrink:)`, without a libvips image).
+    public func decodePixels(shrink: Int) throws -> (pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool) {
+        try decodePacked(shrink: shrink) { pixels, width, height, bands, cmyk in
+            (Array(UnsafeBufferPointer(start: pixels, count: width * height * bands)), width, height, bands, cmyk)
+        }
+    }
+
+    private func decodePacked<T>(shrink: Int, _ body: (UnsafePointer<UInt8>, Int, Int, Int, Bool) throws -> T) throws -> T {
         precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
         var pixels: UnsafeMutablePointer<UInt8>?
         var width: Int32 = 0, height: Int32 = 0, bands: Int32 = 0, cmyk: Int32 = 0
@@ -83,7 +97,7 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
             throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
         }
         defer { snap_free(pixels) }
-        return try VImage.fromMemory(pixels, width: Int(width), height: Int(height), bands: Int(bands), cmyk: cmyk != 0)
+        return try body(pixels, Int(width), Int(height), Int(bands), cmyk != 0)
     }
 
     public func kill() { snap_jpeg_kill(handle) }

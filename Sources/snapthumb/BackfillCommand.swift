@@ -67,8 +67,11 @@ struct BackfillCommand: ParsableCommand {
                     case .failed(let error):
                         bar.clearLine()
                         printError("\(result.entry.path): \(error.code.rawValue): \(error.message)")
-                    case .processed(let manifest) where printManifests:
-                        printOut(String(decoding: manifest.json(), as: UTF8.self))
+                    case .processed where printManifests:
+                        // As published: workers do not send whole manifests back.
+                        if let manifest = try? store.manifest(for: result.entry.relativePath) {
+                            printOut(String(decoding: manifest.json(), as: UTF8.self))
+                        }
                     default: break
                     }
                 },

@@ -21,10 +21,10 @@ struct BenchTests {
 
     @Test("budget accounting counts encodes, bytes and anything over budget")
     func variantStats() {
-        func variant(bytes: Int, budget: Int?, encodes: Int) -> Variant {
-            Variant(digest: "sha256:00", path: "p", mediaType: "image/jpeg", width: 100, height: 100, bytes: bytes,
+        func variant(bytes: Int, budget: Int?, encodes: Int) -> VariantBrief {
+            VariantBrief(Variant(digest: "sha256:00", path: "p", mediaType: "image/jpeg", width: 100, height: 100, bytes: bytes,
                     budget: budget, budgetMode: .bytes, quality: 80, colours: nil, palette: nil, dither: nil,
-                    encodes: encodes, degraded: false)
+                    encodes: encodes, degraded: false))
         }
         var stats = VariantStats()
         stats.add(variant(bytes: 4000, budget: 4096, encodes: 2))

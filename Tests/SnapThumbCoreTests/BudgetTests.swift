@@ -113,7 +113,7 @@ struct BudgetSearchPhotoTests {
         for entry in try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files {
             let source = try InputFile.read(entry.path, limit: settings.limits.maxInputBytes)
             let snap = try DecodeStep.run(source, digest: "sha256:x", settings: settings, need: 100)
-            let rgb = try snap.image.thumbnail(width: 100, height: 100, crop: .centre).pixels()
+            let rgb = try snap.image.vipsImage().thumbnail(width: 100, height: 100, crop: .centre).pixels()
             let encode = { (q: Int) in try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: q) }
             for limit in [4096, 3072, 2048] {
                 let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes), encode: encode)

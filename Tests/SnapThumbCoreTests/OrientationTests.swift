@@ -30,6 +30,19 @@ struct OrientationTests {
         #expect(try Pixels(image: mirrored).meanDifference(reference) > 20)
     }
 
+    @Test("packed-RGB orientation gives libvips' rot + flip pixels exactly", arguments: 1...8)
+    func packedMatchesLibvips(orientation: Int) throws {
+        // An odd, non-square size catches swapped axes and off-by-one edges.
+        let width = 7, height = 4
+        let rgb = (0..<width * height * 3).map { UInt8(($0 * 37 + 5) % 251) }
+        let fix = OrientationFix(exif: orientation)
+        let packed = Resample.oriented(rgb: rgb, width: width, height: height, rotate: fix.rotate, flip: fix.flip)
+        let vips = try fix.apply(to: VImage.fromRGB(rgb, width: width, height: height))
+        #expect(packed.width == vips.width && packed.height == vips.height)
+        #expect(packed.pixels == (try vips.pixels()))
+        #expect((packed.pixels == rgb) == (orientation == 1), "only orientation 1 leaves the pixels as they are")
+    }
+
     @Test("orientation values map to the right fix")
     func table() {
         #expect(OrientationFix(exif: 1) == OrientationFix(exif: 0))

@@ -122,6 +122,11 @@ void snap_sha256(const void *data, size_t len, unsigned char out[32]);
  * on a 135×180 image. Returns 0, or -1 when memory runs out. */
 int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
 
+/* Packed 8-bit RGB turned upright: rotated clockwise by rotate (0, 90, 180 or
+ * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
+ * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */
+void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
+
 /* libimagequant: an adaptive palette of at most max_colours for packed RGBA
  * pixels. Writes RGBA entries to palette (256*4 bytes) and the count.
  * Runs libimagequant single-threaded (its OpenMP threads cost time and make

@@ -13,20 +13,24 @@ enum WorkerProtocol {
 
     struct Reply: Codable {
         var i: Int
-        /// `processed`, `skipped` or `failed`.
+        /// `staged` (processed, being committed: another answer follows), then
+        /// `processed`; or `skipped` or `failed`.
         var outcome: String
         var ms: Double
         var code: ErrorCode?
         var message: String?
-        var manifest: Manifest?
+        /// The published upload's variants (processed only).
+        var variants: [String: VariantBrief]?
         /// The worker's peak RSS so far, in bytes (for `bench`).
         var rss: Int?
     }
 }
 
 /// Runs files through `jobs` long-lived worker processes. Each worker gets a
-/// small window of files ahead, so that its group commit can batch, and
-/// answers each in order once it is durable. A worker that dies is replaced;
+/// few files ahead, so that it never waits for the next one. It says when it has
+/// processed a file (`staged`) and again once that file is durable: its group
+/// commit batches many files, and only unprocessed files count against the
+/// window, so a worker is never held up by its own commits. A worker that dies is replaced;
 /// the files it held are retried one at a time in a fresh worker, so that a
 /// file that crashes a worker on its own is failed (`poison`) and the rest
 /// still go through.
@@ -34,9 +38,10 @@ final class ProcessPool: @unchecked Sendable {
     let executable: String
     let arguments: [String]
     let jobs: Int
-    /// Files sent ahead to one worker. 32, not 8: a worker whose window is full
-    /// of files waiting for the group commit's syncfs sits idle, and at 8
-    /// `bench --jobs 2` used 60 % of two cores (1.19× over one job; 1.70× at 32).
+    /// Files sent ahead to one worker that it has not processed yet: enough to
+    /// cover a round trip through this process. (Counting files waiting for the
+    /// group commit as well starved the workers at the end of every run, where a
+    /// fair share of what is left is a few files and a commit takes 15–30 ms.)
     let window: Int
 
     private let lock = NSCondition()
@@ -44,7 +49,7 @@ final class ProcessPool: @unchecked Sendable {
     private var suspects: [(index: Int, attempts: Int)] = []
     private var outstanding = 0
 
-    init(executable: String, arguments: [String], jobs: Int, window: Int = 32) {
+    init(executable: String, arguments: [String], jobs: Int, window: Int = 8) {
         self.executable = executable
         self.arguments = arguments
         self.jobs = max(1, jobs)
@@ -96,18 +101,20 @@ final class ProcessPool: @unchecked Sendable {
         }
     }
 
-    /// Takes the next file: suspects go alone to a worker with nothing else in flight.
-    private func take(inFlight: Int) -> (index: Int, attempts: Int)? {
+    /// Takes the next file for a worker that holds `held` files, `unprocessed` of
+    /// them not yet processed: suspects go alone to a worker that holds nothing.
+    /// Waits only when the worker holds nothing and there is nothing to give it yet.
+    private func take(held: Int, unprocessed: Int) -> (index: Int, attempts: Int)? {
         lock.lock()
         defer { lock.unlock() }
         while true {
             if outstanding == 0 { return nil }
-            if inFlight == 0, let suspect = suspects.popLast() { return suspect }
+            if held == 0, let suspect = suspects.popLast() { return suspect }
             // No more than a fair share of what is left, so that the workers finish
             // together: a small run is not dealt out in windows to the first worker.
-            if inFlight > 0, inFlight > queue.count / jobs { return nil }
-            if suspects.isEmpty || inFlight > 0, let next = queue.popLast() { return next }
-            if inFlight > 0 { return nil }
+            if unprocessed > 0, unprocessed > queue.count / jobs { return nil }
+            if suspects.isEmpty || held > 0, let next = queue.popLast() { return next }
+            if held > 0 { return nil }
             lock.wait()
         }
     }
@@ -123,6 +130,8 @@ final class ProcessPool: @unchecked Sendable {
         let writer = input.fileHandleForWriting
         let reader = LineReader(output.fileHandleForReading)
         var inFlight: [Int: (index: Int, attempts: Int)] = [:]
+        /// Sent and not yet processed (a subset of inFlight).
+        var unprocessed: Set<Int> = []
         var order: [Int] = []
         let encoder = JSONEncoder()
         let decoder = JSONDecoder()
@@ -133,7 +142,7 @@ final class ProcessPool: @unchecked Sendable {
             let entry = files[item.index]
             let outcome: FileOutcome
             switch reply.outcome {
-            case "processed" where reply.manifest != nil: outcome = .processed(reply.manifest!)
+            case "processed": outcome = .processed(reply.variants ?? [:])
             case "skipped": outcome = .skipped
             default: outcome = .failed(SnapError(reply.code ?? .internal, reply.message ?? "worker gave no reason"))
             }
@@ -147,13 +156,15 @@ final class ProcessPool: @unchecked Sendable {
         var alive = true
         while alive {
             // Fill the window (a suspect only ever travels alone).
-            while inFlight.count < window, !(inFlight.values.contains { $0.attempts > 0 }), let item = take(inFlight: inFlight.count) {
+            while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
+                  let item = take(held: inFlight.count, unprocessed: unprocessed.count) {
                 let entry = files[item.index]
                 let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size)
                 var line = (try? encoder.encode(job)) ?? Data()
                 line.append(0x0A)
                 do { try writer.write(contentsOf: line) } catch { inFlight[item.index] = item; alive = false; break }
                 inFlight[item.index] = item
+                unprocessed.insert(item.index)
                 order.append(item.index)
                 if item.attempts > 0 { break }
             }
@@ -165,7 +176,9 @@ final class ProcessPool: @unchecked Sendable {
                 continue
             }
             guard alive, let line = reader.next() else { alive = false; break }
-            if let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) { complete(reply) }
+            guard let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) else { continue }
+            unprocessed.remove(reply.i)
+            if reply.outcome != "staged" { complete(reply) }
         }
 
         try? writer.close()
@@ -203,7 +216,8 @@ final class LineReader {
 
     init(_ handle: FileHandle) { self.handle = handle }
 
-    func next() -> Data? {
+    /// The next line; `beforeBlocking` runs when none is buffered, before waiting for one.
+    func next(beforeBlocking: () -> Void = {}) -> Data? {
         var searched = start
         while true {
             if let newline = buffer[searched...].firstIndex(of: 0x0A) {
@@ -212,6 +226,7 @@ final class LineReader {
                 if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
                 return line
             }
+            beforeBlocking()
             let chunk = handle.availableData
             if chunk.isEmpty { return nil }
             if start > 0 { buffer.removeFirst(start); start = 0 }
@@ -226,7 +241,6 @@ extension Backfill {
     public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput) {
         let outputLock = NSLock()
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
             var r = r
             r.rss = ResourceUsage.ownPeakRSSBytes
@@ -238,16 +252,19 @@ extension Backfill {
         }
         let committer = GroupCommitter<(Int, Double)>(store: store) { tag, upload, error in
             if let error {
-                reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, manifest: nil))
+                reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
-                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, manifest: upload.manifest))
+                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest)))
             }
         }
         let reader = LineReader(input)
         let decoder = JSONDecoder()
         // Fault injection for tests of crash handling: die on a key ending with this.
         let crashOn = ProcessInfo.processInfo.environment["SNAPTHUMB_FAULT_CRASH_SUFFIX"]
-        while let line = reader.next() {
+        // With no job waiting, nothing more can join the committer's batch: let it
+        // commit now rather than wait for company (at the end of a run, the
+        // parent's next files may wait for exactly these commits).
+        while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
             if let crashOn, !crashOn.isEmpty, job.key.hasSuffix(crashOn) { abort() }
             let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size)
@@ -257,12 +274,13 @@ extension Backfill {
             switch prepared {
             case .ready(let upload):
                 committer.submit(upload, tag: (job.i, ms))
+                reply(.init(i: job.i, outcome: "staged", ms: ms, code: nil, message: nil, variants: nil))
             case .done(.skipped):
-                reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, manifest: nil))
+                reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil))
             case .done(.failed(let error)):
-                reply(.init(i: job.i, outcome: "failed", ms: ms, code: error.code, message: error.message, manifest: nil))
-            case .done(.processed(let manifest)):
-                reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, manifest: manifest))
+                reply(.init(i: job.i, outcome: "failed", ms: ms, code: error.code, message: error.message, variants: nil))
+            case .done(.processed(let variants)):
+                reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, variants: variants))
             }
         }
         committer.finish()

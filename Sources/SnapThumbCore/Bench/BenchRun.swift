@@ -69,7 +69,7 @@ public struct VariantStats: Sendable {
     public var encodesMean: Double { count > 0 ? Double(encodesTotal) / Double(count) : 0 }
     public var bytesMean: Double { count > 0 ? Double(bytesTotal) / Double(count) : 0 }
 
-    mutating func add(_ v: Variant) {
+    mutating func add(_ v: VariantBrief) {
         count += 1
         encodesTotal += v.encodes
         encodesMax = max(encodesMax, v.encodes)
@@ -141,6 +141,10 @@ public struct Bench: Sendable {
                     let theirs = try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
                     progress(Self.line(theirs, of: options.repeats))
                     report.rounds.append(theirs)
+                    // The reference tools do not sync their outputs: write them back
+                    // now, untimed, rather than in the next run's syncs (SnapThumb's
+                    // group commit syncs the whole filesystem).
+                    _ = FileSystem.syncfs(options.tempDirectory)
                 }
             }
         }
@@ -194,8 +198,8 @@ public struct Bench: Sendable {
             lock.lock()
             defer { lock.unlock() }
             done += 1
-            if case .processed(let manifest) = result.outcome {
-                for (name, variant) in manifest.variants { state.variants[name, default: VariantStats()].add(variant) }
+            if case .processed(let variants) = result.outcome {
+                for (name, variant) in variants { state.variants[name, default: VariantStats()].add(variant) }
             }
             state.peakRSS = max(state.peakRSS, rss)
             if done == warmAfter { state.warmRSS = state.peakRSS }

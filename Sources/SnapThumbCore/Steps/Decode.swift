@@ -43,8 +43,39 @@ public struct SourceInfo: Sendable, Equatable, Codable {
 struct DecodedSnap {
     /// 8-bit, 3-band sRGB, upright, flattened, no metadata that matters; at
     /// least `need` pixels on its short side when the input is that large.
-    let image: VImage
+    let image: WorkingImage
     let info: SourceInfo
+}
+
+/// The working image, in whichever form the decoder left it.
+enum WorkingImage {
+    /// Packed RGB: a JPEG with nothing for libvips to do (YCbCr or RGB without an
+    /// ICC profile, turned upright here). Handing it through a libvips image cost
+    /// a pipeline and its thread hand-offs per snap.
+    case rgb(pixels: [UInt8], width: Int, height: Int)
+    case vips(VImage)
+
+    /// As a libvips image (copies packed pixels).
+    func vipsImage() throws -> VImage {
+        switch self {
+        case .rgb(let pixels, let width, let height): return try VImage.fromRGB(pixels, width: width, height: height)
+        case .vips(let image): return image
+        }
+    }
+
+    var width: Int {
+        switch self {
+        case .rgb(_, let width, _): return width
+        case .vips(let image): return image.width
+        }
+    }
+
+    var height: Int {
+        switch self {
+        case .rgb(_, _, let height): return height
+        case .vips(let image): return image.height
+        }
+    }
 }
 
 extension Settings.FailOn {
@@ -82,12 +113,28 @@ enum DecodeStep {
                                     fullDecode: decoder.isMultiscan, exif: decoder.exif, profile: decoder.iccProfile)
                 try header.checkLimits(limits)
                 let shrink = jpegShrink(short: min(header.width, header.height), need: need)
-                let image: VImage
+                let decoded: (pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool)
                 do {
                     onImage(decoder)
-                    image = try decoder.decode(shrink: shrink)
+                    decoded = try decoder.decodePixels(shrink: shrink)
                 } catch let error as VipsError {
                     throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
+                }
+                if decoded.bands == 3 && !decoded.cmyk && header.profile == nil {
+                    // Already sRGB: only the orientation is left to do.
+                    let orientation = normalisedOrientation(header.exif.map(Exif.orientation) ?? 0)
+                    let fix = OrientationFix(exif: orientation)
+                    let upright = Resample.oriented(rgb: decoded.pixels, width: decoded.width, height: decoded.height,
+                                                    rotate: fix.rotate, flip: fix.flip)
+                    return DecodedSnap(image: .rgb(pixels: upright.pixels, width: upright.width, height: upright.height),
+                                       info: sourceInfo(header, orientation: orientation, source: source, digest: digest))
+                }
+                let image: VImage
+                do {
+                    image = try VImage.fromPixels(decoded.pixels, width: decoded.width, height: decoded.height,
+                                                  bands: decoded.bands, cmyk: decoded.cmyk)
+                } catch let error as VipsError {
+                    throw SnapError(.internal, "libvips cannot take the decoded pixels: \(error.message)", cause: error.description)
                 }
                 return try finish(image, header: header, source: source, digest: digest, settings: settings)
             }
@@ -190,12 +237,16 @@ enum DecodeStep {
         } catch let error as VipsError {
             throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
         }
-        let info = SourceInfo(
+        return DecodedSnap(image: .vips(image), info: sourceInfo(header, orientation: orientation, source: source, digest: digest))
+    }
+
+    private static func sourceInfo(_ header: Header, orientation: Int, source: SourceBuffer, digest: String) -> SourceInfo {
+        let swapsAxes = OrientationFix(exif: orientation).swapsAxes
+        return SourceInfo(
             digest: digest, bytes: source.count, mediaType: mediaType(header.format, source),
-            width: fix.swapsAxes ? header.height : header.width,
-            height: fix.swapsAxes ? header.width : header.height,
+            width: swapsAxes ? header.height : header.width,
+            height: swapsAxes ? header.width : header.height,
             orientation: orientation)
-        return DecodedSnap(image: image, info: info)
     }
 
     /// Lanczos reduction that does not darken edges of transparent areas.

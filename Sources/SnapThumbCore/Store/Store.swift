@@ -99,21 +99,40 @@ public struct Store: Sendable {
     /// synced again. A manifest is only ever visible once its blobs are durable.
     /// - Returns: one result per upload, in order; nil means committed.
     public func publishBatch(_ staged: [Staged]) -> [SnapError?] {
-        if let failure = sync() {
-            for item in staged { unlink(item.manifestTemp) }
+        if let failure = syncFilesystem() {
+            for item in staged { discard(item) }
             return staged.map { _ in failure }
         }
-        var results = [SnapError?](repeating: nil, count: staged.count)
-        for (i, item) in staged.enumerated() where rename(item.manifestTemp, item.manifestPath) != 0 {
-            results[i] = SnapError.io("cannot publish manifest", item.manifestPath, errno: errno)
-            unlink(item.manifestTemp)
-        }
-        if let failure = sync() {
+        let results = renameIntoPlace(staged)
+        if let failure = syncFilesystem() {
             // The renames may or may not be durable: report failure, leave the
             // files (each one is complete and points at durable blobs).
             return results.map { $0 ?? failure }
         }
         return results
+    }
+
+    /// Renames staged manifests into place. Call only after a sync that made
+    /// their blobs and temp files durable; the renames themselves are durable
+    /// after the next one. Returns one result per upload, in order.
+    public func renameIntoPlace(_ staged: [Staged]) -> [SnapError?] {
+        staged.map { item in
+            guard rename(item.manifestTemp, item.manifestPath) != 0 else { return nil }
+            let error = SnapError.io("cannot publish manifest", item.manifestPath, errno: errno)
+            unlink(item.manifestTemp)
+            return error
+        }
+    }
+
+    /// Removes a staged upload's temporary manifest (its blobs stay: see `stage`).
+    public func discard(_ staged: Staged) {
+        unlink(staged.manifestTemp)
+    }
+
+    /// Syncs the filesystem that holds the store (`syncfs`).
+    public func syncFilesystem() -> SnapError? {
+        let code = FileSystem.syncfs(root)
+        return code == 0 ? nil : SnapError.io("cannot sync the store at", root, errno: code)
     }
 
     /// `stage` then `publishBatch`, for callers that have every upload at hand.
@@ -131,11 +150,6 @@ public struct Store: Sendable {
         }
         for (position, result) in zip(positions, publishBatch(staged)) { results[position] = result }
         return results
-    }
-
-    private func sync() -> SnapError? {
-        let code = FileSystem.syncfs(root)
-        return code == 0 ? nil : SnapError.io("cannot sync the store at", root, errno: code)
     }
 
     /// Writes blobs, removing the ones it created if any fails. Returns the created paths.
