@@ -84,14 +84,8 @@ public final class VImage: @unchecked Sendable {
     /// Builds an 8-bit sRGB image from packed RGB bytes (copied).
     public static func fromRGB(_ rgb: [UInt8], width: Int, height: Int) throws -> VImage {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
-        return try fromPixels(rgb, width: width, height: height, bands: 3, cmyk: false)
-    }
-
-    /// An 8-bit image from packed pixels (copied): sRGB (3 bands), B_W (1) or CMYK (4, `cmyk`).
-    public static func fromPixels(_ pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool) throws -> VImage {
-        precondition(pixels.count == width * height * bands, "pixel buffer does not match its size")
         try Vips.start()
-        return try pixels.withUnsafeBufferPointer { try fromMemory($0.baseAddress!, width: width, height: height, bands: bands, cmyk: cmyk) }
+        return try rgb.withUnsafeBufferPointer { try fromMemory($0.baseAddress!, width: width, height: height, bands: 3, cmyk: false) }
     }
 
     /// An 8-bit image from packed pixels (copied): sRGB, B_W (one band) or CMYK.

@@ -63,19 +63,6 @@ enum WorkingImage {
         }
     }
 
-    var width: Int {
-        switch self {
-        case .rgb(_, let width, _): return width
-        case .vips(let image): return image.width
-        }
-    }
-
-    var height: Int {
-        switch self {
-        case .rgb(_, _, let height): return height
-        case .vips(let image): return image.height
-        }
-    }
 }
 
 extension Settings.FailOn {
@@ -113,28 +100,21 @@ enum DecodeStep {
                                     fullDecode: decoder.isMultiscan, exif: decoder.exif, profile: decoder.iccProfile)
                 try header.checkLimits(limits)
                 let shrink = jpegShrink(short: min(header.width, header.height), need: need)
-                let decoded: (pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool)
-                do {
-                    onImage(decoder)
-                    decoded = try decoder.decodePixels(shrink: shrink)
-                } catch let error as VipsError {
-                    throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
-                }
-                if decoded.bands == 3 && !decoded.cmyk && header.profile == nil {
-                    // Already sRGB: only the orientation is left to do.
-                    let orientation = normalisedOrientation(header.exif.map(Exif.orientation) ?? 0)
-                    let fix = OrientationFix(exif: orientation)
-                    let upright = Resample.oriented(rgb: decoded.pixels, width: decoded.width, height: decoded.height,
-                                                    rotate: fix.rotate, flip: fix.flip)
-                    return DecodedSnap(image: .rgb(pixels: upright.pixels, width: upright.width, height: upright.height),
-                                       info: sourceInfo(header, orientation: orientation, source: source, digest: digest))
-                }
                 let image: VImage
                 do {
-                    image = try VImage.fromPixels(decoded.pixels, width: decoded.width, height: decoded.height,
-                                                  bands: decoded.bands, cmyk: decoded.cmyk)
+                    onImage(decoder)
+                    if decoder.colourSpace == .ycbcr || decoder.colourSpace == .rgb, header.profile == nil {
+                        // Already sRGB: only the orientation is left to do, on the packed pixels.
+                        let decoded = try decoder.decodePixels(shrink: shrink)
+                        let fix = OrientationFix(exif: header.orientation)
+                        let upright = Resample.oriented(rgb: decoded.pixels, width: decoded.width, height: decoded.height,
+                                                        rotate: fix.rotate, flip: fix.flip)
+                        return DecodedSnap(image: .rgb(pixels: upright.pixels, width: upright.width, height: upright.height),
+                                           info: sourceInfo(header, source: source, digest: digest))
+                    }
+                    image = try decoder.decode(shrink: shrink)
                 } catch let error as VipsError {
-                    throw SnapError(.internal, "libvips cannot take the decoded pixels: \(error.message)", cause: error.description)
+                    throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
                 }
                 return try finish(image, header: header, source: source, digest: digest, settings: settings)
             }
@@ -205,9 +185,19 @@ enum DecodeStep {
         let width: Int, height: Int
         /// The decoder must hold every pixel (or coefficient) at once.
         let fullDecode: Bool
-        /// The EXIF block (nil for HEIF: libheif applies its own transforms).
-        let exif: [UInt8]?
         let profile: [UInt8]?
+        /// The EXIF orientation to apply, 1–8 (1 when absent or nonsense; always 1
+        /// for HEIF, whose own transforms libheif applies).
+        let orientation: Int
+
+        init(format: InputFormat, width: Int, height: Int, fullDecode: Bool, exif: [UInt8]?, profile: [UInt8]?) {
+            self.format = format
+            self.width = width
+            self.height = height
+            self.fullDecode = fullDecode
+            self.profile = profile
+            orientation = normalisedOrientation(exif.map(Exif.orientation) ?? 0)
+        }
 
         func checkLimits(_ limits: Settings.Limits) throws {
             let pixels = width * height
@@ -228,8 +218,7 @@ enum DecodeStep {
 
     /// Colour to sRGB, then orientation: the same for every decoder.
     private static func finish(_ decoded: VImage, header: Header, source: SourceBuffer, digest: String, settings: Settings) throws -> DecodedSnap {
-        let orientation = normalisedOrientation(header.exif.map(Exif.orientation) ?? 0)
-        let fix = OrientationFix(exif: orientation)
+        let fix = OrientationFix(exif: header.orientation)
         var image = decoded
         do {
             image = try ColourStep.toSRGB(image, profile: header.profile, background: settings.background)
@@ -237,16 +226,16 @@ enum DecodeStep {
         } catch let error as VipsError {
             throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
         }
-        return DecodedSnap(image: .vips(image), info: sourceInfo(header, orientation: orientation, source: source, digest: digest))
+        return DecodedSnap(image: .vips(image), info: sourceInfo(header, source: source, digest: digest))
     }
 
-    private static func sourceInfo(_ header: Header, orientation: Int, source: SourceBuffer, digest: String) -> SourceInfo {
-        let swapsAxes = OrientationFix(exif: orientation).swapsAxes
+    private static func sourceInfo(_ header: Header, source: SourceBuffer, digest: String) -> SourceInfo {
+        let swapsAxes = OrientationFix(exif: header.orientation).swapsAxes
         return SourceInfo(
             digest: digest, bytes: source.count, mediaType: mediaType(header.format, source),
             width: swapsAxes ? header.height : header.width,
             height: swapsAxes ? header.width : header.height,
-            orientation: orientation)
+            orientation: header.orientation)
     }
 
     /// Lanczos reduction that does not darken edges of transparent areas.

@@ -92,8 +92,10 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             while pending.isEmpty && unconfirmed.isEmpty && !closed { condition.wait() }
             // Gather a batch: until it is full, the oldest upload (or the last
             // renames, waiting for their sync) has waited maxDelay, or no more are coming.
-            while !closed, !hurry, pending.count < maxBatch, Self.now() - (pending.first?.arrived ?? renamedAt) < maxDelay {
-                _ = condition.wait(until: Date(timeIntervalSinceNow: maxDelay - (Self.now() - (pending.first?.arrived ?? renamedAt))))
+            while !closed, !hurry, pending.count < maxBatch {
+                let waited = Self.now() - (pending.first?.arrived ?? renamedAt)
+                if waited >= maxDelay { break }
+                _ = condition.wait(until: Date(timeIntervalSinceNow: maxDelay - waited))
             }
             if pending.isEmpty && unconfirmed.isEmpty && closed {
                 running = false
