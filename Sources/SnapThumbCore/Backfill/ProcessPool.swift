@@ -216,7 +216,8 @@ final class LineReader {
 
     init(_ handle: FileHandle) { self.handle = handle }
 
-    /// The next line; `beforeBlocking` runs when none is buffered, before waiting for one.
+    /// The next line; `beforeBlocking` runs when none is buffered and none is
+    /// waiting in the pipe either, before waiting for one.
     func next(beforeBlocking: () -> Void = {}) -> Data? {
         var searched = start
         while true {
@@ -226,13 +227,22 @@ final class LineReader {
                 if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
                 return line
             }
-            beforeBlocking()
+            // The buffer being empty is not enough: the writer usually has the next
+            // line in the pipe already (checking only the buffer made the worker's
+            // committer sync once per snap).
+            if !Self.readable(handle.fileDescriptor) { beforeBlocking() }
             let chunk = handle.availableData
             if chunk.isEmpty { return nil }
             if start > 0 { buffer.removeFirst(start); start = 0 }
             searched = buffer.count
             buffer.append(contentsOf: chunk)
         }
+    }
+
+    /// Whether a read from `fd` would return at once (data, end of file or an error).
+    private static func readable(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0
     }
 }
 

@@ -81,20 +81,22 @@ enum Durable {
         guard fsync(fd) == 0 else { throw SnapError.io("cannot fsync directory", path, errno: errno) }
     }
 
-    /// `mkdir -p`, fsyncing the parent of every directory it creates.
-    static func makeDirectories(_ path: String) throws {
+    /// `mkdir -p`, fsyncing the parent of every directory it creates unless
+    /// `sync` is false: for files that a later filesystem sync makes durable
+    /// anyway (a group commit), which covers the new directory entries too.
+    static func makeDirectories(_ path: String, sync: Bool = true) throws {
         var st = stat()
         if stat(path, &st) == 0 {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw SnapError(.io, "\(path) exists and is not a directory") }
             return
         }
         let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != path { try makeDirectories(parent) }
+        if !parent.isEmpty, parent != path { try makeDirectories(parent, sync: sync) }
         if mkdir(path, 0o755) != 0 {
             if errno == EEXIST { return }
             throw SnapError.io("cannot create directory", path, errno: errno)
         }
-        try fsyncDirectory(parent.isEmpty ? "." : parent)
+        if sync { try fsyncDirectory(parent.isEmpty ? "." : parent) }
     }
 
     /// Reads a whole file, or nil if it does not exist.
