@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <unistd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <string.h>
@@ -407,6 +408,30 @@ snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int qualit
 }
 
 int snap_syncfs(int fd) { return syncfs(fd); }
+
+int
+snap_get_affinity(int tid, unsigned char *cpus, int count)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(tid, sizeof set, &set) != 0)
+		return -1;
+	int n = count < CPU_SETSIZE ? count : CPU_SETSIZE;
+	for (int i = 0; i < n; i++)
+		cpus[i] = CPU_ISSET(i, &set) ? 1 : 0;
+	return n;
+}
+
+int
+snap_set_affinity(int tid, const unsigned char *cpus, int count)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	for (int i = 0; i < count && i < CPU_SETSIZE; i++)
+		if (cpus[i])
+			CPU_SET(i, &set);
+	return sched_setaffinity(tid, sizeof set, &set);
+}
 
 /* Lanczos3 weights for one output coordinate: taps from *first, *count of them,
  * normalised to sum 1. `scale` is output/input; the kernel widens by 1/scale when

@@ -109,3 +109,40 @@ public enum POSIX {
         return events
     }
 }
+
+/// Which CPUs this process's threads may run on (`sched_setaffinity`), for
+/// benchmarks that measure a run at N jobs on N CPUs.
+public enum CPUAffinity {
+    /// The CPUs the calling thread may run on, in ascending order.
+    public static func allowed() -> [Int] {
+        var flags = [UInt8](repeating: 0, count: 1024)
+        let n = flags.withUnsafeMutableBufferPointer { snap_get_affinity(0, $0.baseAddress, Int32($0.count)) }
+        guard n > 0 else { return [] }
+        return (0..<Int(n)).filter { flags[$0] != 0 }
+    }
+
+    /// Confines every thread of this process to `cpus`; threads and processes it
+    /// starts afterwards inherit that. Returns 0 or the first errno value.
+    public static func confine(to cpus: [Int]) -> Int32 {
+        var flags = [UInt8](repeating: 0, count: (cpus.max() ?? 0) + 1)
+        for cpu in cpus where cpu >= 0 { flags[cpu] = 1 }
+        var failure: Int32 = 0
+        // A thread started while this walks /proc/self/task inherits its creator's
+        // set, which is either already changed or is changed later in the walk.
+        for tid in threads() {
+            let code = flags.withUnsafeBufferPointer { snap_set_affinity(tid, $0.baseAddress, Int32($0.count)) }
+            let error = errno
+            if code != 0, error != ESRCH, failure == 0 { failure = error }
+        }
+        return failure
+    }
+
+    private static func threads() -> [Int32] {
+        var tids: [Int32] = []
+        _ = POSIX.forEachName(in: "/proc/self/task") { name in
+            if let tid = Int32(name) { tids.append(tid) }
+            return true
+        }
+        return tids
+    }
+}

@@ -13,6 +13,8 @@ struct BenchCommand: ParsableCommand {
 
         The temporary stores (and the reference tools' outputs) are made in --temp-dir, the current directory unless given, as fio does: file creation and syncs are part of the work, so measure on the filesystem your store will live on. (On this project's CI VM a file created in the churned /tmp cost 0.7 ms of kernel CPU, elsewhere on the same disk 23 µs.) Everything is removed at the end unless --keep-store.
 
+        A run at --jobs J is confined to J CPUs (the first J this process may use), on every side: jobs means cores. Left free, each tool's helper threads spread over idle cores (libvips' thread pool in vipsthumbnail, SnapThumb's coordinating process and group commit, Pillow's pool), so a one-job run used more than one core and jobs N over jobs 1 stopped measuring how the work scales over cores. --no-confine-cpus runs everything free, as a plain shell loop would.
+
         --watch-latency also starts a real 'snapthumb watch' on a temporary upload directory, renames copies of the images into incoming/ at a steady --watch-rate, and reports the time from each rename to its manifest being published (p50/p95/p99).
         """
     )
@@ -37,6 +39,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Where the temporary stores are made (the filesystem being measured). [default: the current directory]", valueName: "dir"))
     var tempDir: String = "."
+
+    @Flag(name: .customLong("confine-cpus"), inversion: .prefixedNo, help: "Run each side at J jobs on J CPUs (see above).")
+    var confineCPUs = true
 
     @Flag(name: .long, help: "Keep the temporary stores and print where they are.")
     var keepStore = false
@@ -98,7 +103,8 @@ struct BenchCommand: ParsableCommand {
         let options = BenchOptions(
             jobs: jobs, repeats: self.repeat, scaling: scaling,
             isolation: isolation == "threads" ? .threads : .processes(executable: selfExecutable),
-            references: references, keepStore: keepStore, tempDirectory: tempDir)
+            references: references, keepStore: keepStore, tempDirectory: tempDir,
+            confineCPUs: confineCPUs)
         printError("bench: \(files.count) files under \(directory), jobs \(jobs), \(self.repeat) round(s), sides: snapthumb \(references.map(\.rawValue).joined(separator: " "))")
         let report: BenchReport
         do {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+import VipsKit
 
 @Suite("Bench")
 struct BenchTests {
@@ -56,5 +57,56 @@ struct BenchTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: temp)
         #expect(left.isEmpty, "left behind: \(left)")
         #expect(result.stderr.contains("bench: round 1/1 snapthumb jobs 2"))
+    }
+
+    @Test("CPU confinement reaches every thread and the processes started afterwards, and is undone",
+          .enabled(if: CPUAffinity.allowed().count >= 2, "needs two CPUs"))
+    func confinement() throws {
+        let allowed = CPUAffinity.allowed()
+        let one = allowed.last!
+        // A thread that exists before the call must be confined too.
+        let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+        let lock = NSLock()
+        nonisolated(unsafe) var seen: [Int] = []
+        Thread {
+            ready.signal()
+            go.wait()
+            let cpus = CPUAffinity.allowed()
+            lock.withLock { seen = cpus }
+            ready.signal()
+        }.start()
+        ready.wait()
+        #expect(CPUAffinity.confine(to: [one]) == 0)
+        defer { _ = CPUAffinity.confine(to: allowed) }
+        go.signal()
+        ready.wait()
+        #expect(lock.withLock { seen } == [one])
+        #expect(CPUAffinity.allowed() == [one])
+        // So must a process started afterwards.
+        let grep = Process(), out = Pipe()
+        grep.executableURL = URL(fileURLWithPath: "/bin/grep")
+        grep.arguments = ["Cpus_allowed_list", "/proc/self/status"]
+        grep.standardOutput = out
+        try grep.run()
+        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        grep.waitUntilExit()
+        #expect(line.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("\t\(one)"), "\(line)")
+        #expect(CPUAffinity.confine(to: allowed) == 0)
+        #expect(CPUAffinity.allowed() == allowed)
+    }
+
+    @Test("bench at --jobs 1 runs every side on one CPU and says which",
+          .enabled(if: CPUAffinity.allowed().count >= 2, "needs two CPUs"))
+    func benchConfinesOneJob() throws {
+        let temp = Fixtures.tempDirectory("snapthumb-bench-test")
+        defer { Fixtures.remove(temp) }
+        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--json", "--temp-dir", temp])
+        #expect(result.status == 0, "\(result.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let cpus = try #require(doc["cpus"] as? [String: [Int]], "\(doc["cpus"] ?? "no cpus key")")
+        #expect(cpus == ["1": [CPUAffinity.allowed().first!]])
+        let free = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--json", "--no-confine-cpus", "--temp-dir", temp])
+        let freeDoc = try #require(try JSONSerialization.jsonObject(with: Data(free.stdout.utf8)) as? [String: Any])
+        #expect((freeDoc["cpus"] as? [String: [Int]]) == [:])
     }
 }

@@ -149,4 +149,11 @@ int snap_die_with_parent(void);
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
 int snap_syncfs(int fd);
 
+/* sched_getaffinity / sched_setaffinity(2) for one thread (tid 0: the caller),
+ * with the CPU set as a plain array of `count` flags (cpu_set_t is built by macros
+ * that Swift does not import). get returns the number of CPUs written, or -1;
+ * set returns 0 or -1, with errno set. */
+int snap_get_affinity(int tid, unsigned char *cpus, int count);
+int snap_set_affinity(int tid, const unsigned char *cpus, int count);
+
 #endif

@@ -13,6 +13,8 @@ public struct BenchReport: Sendable {
     public var date = Date()
     /// 1-minute load average before and after: how busy the machine was.
     public var loadAverage = (before: 0.0, after: 0.0)
+    /// The CPUs each job count's runs were confined to (none: free to use all).
+    public var cpuSets: [Int: [Int]] = [:]
 
     init(options: BenchOptions, files: Int) {
         self.options = options
@@ -124,6 +126,11 @@ public struct BenchReport: Sendable {
                             files, options.repeats, options.isolation == .threads ? "threads" : "processes",
                             ProcessInfo.processInfo.activeProcessorCount, loadAverage.before, loadAverage.after,
                             ISO8601DateFormatter().string(from: date)))
+        if !cpuSets.isEmpty {
+            lines.append("runs confined to CPUs (sched_setaffinity): "
+                         + cpuSets.keys.sorted().map { "jobs \($0) on \(cpuSets[$0]!.map(String.init).joined(separator: ","))" }.joined(separator: "; ")
+                         + "; other job counts on all \(ProcessInfo.processInfo.activeProcessorCount)")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -137,6 +144,7 @@ public struct BenchReport: Sendable {
             "date": ISO8601DateFormatter().string(from: date),
             "load_average_before": round3(loadAverage.before), "load_average_after": round3(loadAverage.after),
             "over_budget": overBudget, "failures": failures,
+            "cpus": Dictionary(uniqueKeysWithValues: cpuSets.map { (String($0.key), $0.value) }),
         ]
         if let s = summary("snapthumb", jobs: jobs) {
             doc["images"] = s.images

@@ -18,11 +18,17 @@ public struct BenchOptions: Sendable {
     /// Where the temporary stores and reference outputs are made: the filesystem
     /// whose file creation and syncs are measured.
     public var tempDirectory: String
+    /// Run each side at J jobs on J CPUs (the first J this process may use), so
+    /// that jobs 1 means one core for every tool: left free, a tool's helper
+    /// threads (libvips' pool, SnapThumb's coordinator, Pillow's pool) spill onto
+    /// idle cores and jobs-N-over-jobs-1 no longer measures scaling over cores.
+    public var confineCPUs: Bool
 
     public init(jobs: Int, repeats: Int = 1, scaling: Bool = false, isolation: Isolation,
                 references: [ReferenceTool] = [.vipsthumbnail], keepStore: Bool = false,
-                tempDirectory: String = NSTemporaryDirectory()) {
+                tempDirectory: String = NSTemporaryDirectory(), confineCPUs: Bool = true) {
         self.tempDirectory = tempDirectory
+        self.confineCPUs = confineCPUs
         self.jobs = max(1, jobs)
         self.repeats = max(1, repeats)
         self.scaling = scaling
@@ -132,15 +138,22 @@ public struct Bench: Sendable {
         let loadBefore = Self.loadAverage()
         var report = BenchReport(options: options, files: files.count)
         let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
+        let allowed = CPUAffinity.allowed()
         for round in 1...options.repeats {
             for jobs in jobCounts {
+                let cpus = cpuSet(jobs: jobs, allowed: allowed)
+                if let cpus { report.cpuSets[jobs] = cpus }
                 warmInputs()
-                let mine = try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
+                let mine = try Self.confined(to: cpus, restoring: allowed) {
+                    try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
+                }
                 progress(Self.line(mine, of: options.repeats))
                 report.rounds.append(mine)
                 for tool in options.references {
                     warmInputs()
-                    let theirs = try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
+                    let theirs = try Self.confined(to: cpus, restoring: allowed) {
+                        try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
+                    }
                     progress(Self.line(theirs, of: options.repeats))
                     report.rounds.append(theirs)
                     // The reference tools do not sync their outputs: write them back
@@ -153,6 +166,26 @@ public struct Bench: Sendable {
         report.date = started
         report.loadAverage = (loadBefore, Self.loadAverage())
         return report
+    }
+
+    /// The CPUs for a run at `jobs`: the first `jobs` of those allowed, or nil to
+    /// leave the run free (not asked to confine, or no fewer CPUs than jobs).
+    private func cpuSet(jobs: Int, allowed: [Int]) -> [Int]? {
+        guard options.confineCPUs, jobs < allowed.count else { return nil }
+        return Array(allowed.prefix(jobs))
+    }
+
+    /// Runs `body` with every thread of this process (and so every process it
+    /// starts) confined to `cpus`, then lets them use `allowed` again.
+    private static func confined<T>(to cpus: [Int]?, restoring allowed: [Int], _ body: () throws -> T) throws -> T {
+        guard let cpus else { return try body() }
+        let code = CPUAffinity.confine(to: cpus)
+        guard code == 0 else {
+            _ = CPUAffinity.confine(to: allowed)
+            throw SnapError(.io, "cannot confine the run to CPUs \(cpus) (sched_setaffinity: \(String(cString: strerror(code)))); --no-confine-cpus runs without")
+        }
+        defer { _ = CPUAffinity.confine(to: allowed) }
+        return try body()
     }
 
     /// Reads every input once, untimed, before each measured run, so that each side
