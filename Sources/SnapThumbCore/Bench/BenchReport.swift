@@ -55,15 +55,33 @@ public struct BenchReport: Sendable {
 
     /// Median over rounds of (SnapThumb images/s ÷ `side` images/s), each pair from the same round.
     public func ratio(against side: String, jobs: Int) -> Double? {
-        let mine = rounds("snapthumb", jobs: jobs), theirs = rounds(side, jobs: jobs)
-        return Statistics.median(zip(mine, theirs).compactMap { $1.imagesPerSecond > 0 ? $0.imagesPerSecond / $1.imagesPerSecond : nil })
+        Statistics.median(ratios(against: side, jobs: jobs))
+    }
+
+    /// SnapThumb's images/s ÷ `side`'s, one per round.
+    func ratios(against side: String, jobs: Int) -> [Double] {
+        Self.quotients(rounds("snapthumb", jobs: jobs), rounds(side, jobs: jobs))
     }
 
     /// Median over rounds of `side`'s images/s at `options.jobs` ÷ at one job.
     public func scaling(_ side: String) -> Double? {
-        guard options.jobs > 1 else { return nil }
-        let many = rounds(side, jobs: options.jobs), one = rounds(side, jobs: 1)
-        return Statistics.median(zip(many, one).compactMap { $1.imagesPerSecond > 0 ? $0.imagesPerSecond / $1.imagesPerSecond : nil })
+        Statistics.median(scalings(side))
+    }
+
+    /// `side`'s images/s at `options.jobs` ÷ at one job, one per round.
+    func scalings(_ side: String) -> [Double] {
+        guard options.jobs > 1 else { return [] }
+        return Self.quotients(rounds(side, jobs: options.jobs), rounds(side, jobs: 1))
+    }
+
+    private static func quotients(_ a: [SideRound], _ b: [SideRound]) -> [Double] {
+        zip(a, b).compactMap { $1.imagesPerSecond > 0 ? $0.imagesPerSecond / $1.imagesPerSecond : nil }
+    }
+
+    /// ` (rounds 1.64–2.08)`: how far single rounds spread, when there are several.
+    private static func spread(_ values: [Double]) -> String {
+        guard values.count > 1, let low = values.min(), let high = values.max() else { return "" }
+        return String(format: " (rounds %.2f–%.2f)", low, high)
     }
 
     /// Variants whose bytes went over their budget, summed.
@@ -106,11 +124,14 @@ public struct BenchReport: Sendable {
         for side in sides.dropFirst() {
             if let r = ratio(against: side, jobs: options.jobs) {
                 lines.append(String(format: "ratio SnapThumb / %@ (jobs %d, images/s, median of %d paired rounds): %.2f×",
-                                    side, options.jobs, rounds(side, jobs: options.jobs).count, r))
+                                    side, options.jobs, rounds(side, jobs: options.jobs).count, r)
+                             + Self.spread(ratios(against: side, jobs: options.jobs)))
             }
         }
         for side in sides {
-            if let s = scaling(side) { lines.append(String(format: "scaling %@ jobs %d / jobs 1: %.2f×", side, options.jobs, s)) }
+            if let s = scaling(side) {
+                lines.append(String(format: "scaling %@ jobs %d / jobs 1: %.2f×", side, options.jobs, s) + Self.spread(scalings(side)))
+            }
         }
         for name in variants.keys.sorted() {
             let v = variants[name]!
