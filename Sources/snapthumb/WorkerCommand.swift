@@ -17,6 +17,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Settings as JSON (the config-file format).")
     var settingsJson: String
 
+    @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds. [default: 15]", valueName: "ms"))
+    var commitDelayMs: Double = 15
+
     func run() throws {
         // A worker is part of its backfill or bench: if that dies (even by kill -9),
         // so does the worker, exactly as if the whole run had been killed.
@@ -34,7 +37,7 @@ struct WorkerCommand: ParsableCommand {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
-        Backfill(pipeline: pipeline, store: store, jobs: 1).serveWorker()
+        Backfill(pipeline: pipeline, store: store, jobs: 1).serveWorker(commitDelay: max(0, commitDelayMs) / 1000)
     }
 }
 

@@ -248,7 +248,8 @@ final class LineReader {
 
 extension Backfill {
     /// The worker side: reads jobs from `input`, answers on `output`, until input ends.
-    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput) {
+    /// - Parameter commitDelay: how long the group commit gathers a batch (seconds).
+    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = 0.015) {
         let outputLock = NSLock()
         let encoder = JSONEncoder()
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
@@ -260,7 +261,7 @@ extension Backfill {
             line.append(0x0A)
             try? output.write(contentsOf: line)
         }
-        let committer = GroupCommitter<(Int, Double)>(store: store) { tag, upload, error in
+        let committer = GroupCommitter<(Int, Double)>(store: store, maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {

@@ -33,9 +33,8 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     /// - Parameter maxDelay: how long the first upload of a batch waits for others
     ///   (seconds). A syncfs costs 0.3–1.7 ms of kernel CPU here whatever it
     ///   flushes: committing as soon as anything was queued synced about twice per
-    ///   snap. 15 ms gathers four or more snaps per sync (a worker's window of 32
-    ///   files keeps it busy meanwhile); at 50 ms the workers idled more at the
-    ///   end of each batch than the syncs saved.
+    ///   snap. 15 ms gathers four or more snaps per sync; the worker goes on with
+    ///   its next files meanwhile (it never waits for its own commits).
     public init(store: Store, maxBatch: Int = 64, maxPending: Int = 128, maxDelay: Double = 0.015, completion: @escaping Completion) {
         self.store = store
         self.maxBatch = max(1, maxBatch)
