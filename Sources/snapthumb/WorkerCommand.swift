@@ -17,7 +17,7 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Settings as JSON (the config-file format).")
     var settingsJson: String
 
-    @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds. [default: 15]", valueName: "ms"))
+    @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds.", valueName: "ms"))
     var commitDelayMs: Double = 15
 
     func run() throws {
