@@ -3,7 +3,9 @@ import Testing
 @testable import SnapThumbCore
 import VipsKit
 
-@Suite("Bench")
+// Serialized: the confinement test changes the CPU set of this whole test process,
+// and a bench started meanwhile would see one CPU.
+@Suite("Bench", .serialized)
 struct BenchTests {
     @Test("percentiles interpolate between the nearest ranks")
     func percentiles() {
