@@ -144,6 +144,7 @@ public struct Bench: Sendable {
                 let cpus = cpuSet(jobs: jobs, allowed: allowed)
                 if let cpus { report.cpuSets[jobs] = cpus }
                 warmInputs()
+                try warmUpSnapThumb(made: &outputs)
                 let mine = try Self.confined(to: cpus, restoring: allowed) {
                     try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
                 }
@@ -151,6 +152,7 @@ public struct Bench: Sendable {
                 report.rounds.append(mine)
                 for tool in options.references {
                     warmInputs()
+                    try warmUp(tool, file: referenceFiles[0], made: &outputs)
                     let theirs = try Self.confined(to: cpus, restoring: allowed) {
                         try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
                     }
@@ -186,6 +188,24 @@ public struct Bench: Sendable {
         }
         defer { _ = CPUAffinity.confine(to: allowed) }
         return try body()
+    }
+
+    /// Processes one file, untimed, before each measured SnapThumb run, so that its
+    /// program and libraries are in memory when the workers start: this VM's
+    /// reclaimer pages out code left unused for a few seconds, and each worker of a
+    /// measured run then waited on about twenty disk reads as it started.
+    private func warmUpSnapThumb(made: inout [String]) throws {
+        let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
+        made.append(directory)
+        _ = try Backfill(pipeline: pipeline, store: try Store(root: directory), jobs: 1, isolation: options.isolation)
+            .run(files: [files[0]], interval: 3600, onResult: { _ in })
+    }
+
+    /// The same for a reference tool: one file, untimed.
+    private func warmUp(_ tool: ReferenceTool, file: String, made: inout [String]) throws {
+        let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
+        made.append(directory)
+        _ = ChildProcesses.run(tool.commands(files: [file], jobs: 1, output: directory))
     }
 
     /// Reads every input once, untimed, before each measured run, so that each side
