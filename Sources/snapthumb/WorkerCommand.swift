@@ -18,7 +18,7 @@ struct WorkerCommand: ParsableCommand {
     var settingsJson: String
 
     @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds.", valueName: "ms"))
-    var commitDelayMs: Double = 15
+    var commitDelayMs: Double = defaultGroupCommitDelay * 1000
 
     func run() throws {
         // A worker is part of its backfill or bench: if that dies (even by kill -9),

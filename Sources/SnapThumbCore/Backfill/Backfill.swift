@@ -174,12 +174,12 @@ public struct Backfill: Sendable {
 
     /// `worker` arguments that give a child process exactly this pipeline and store.
     /// Each worker commits its own batches, and a syncfs flushes the whole
-    /// filesystem: with `jobs` committers each waits `jobs` × 15 ms to gather a
-    /// batch, so that the run as a whole still syncs about once per 15 ms rather
-    /// than `jobs` times as often (workers never wait for their commits).
+    /// filesystem: with `jobs` committers each gathers a batch for `jobs` times the
+    /// usual delay, so that the run as a whole still syncs about once per delay
+    /// rather than `jobs` times as often (workers never wait for their commits).
     func workerArguments() throws -> [String] {
         let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
-        return ["worker", "--store", store.root, "--settings-json", settings, "--commit-delay-ms", String(15 * jobs)]
+        return ["worker", "--store", store.root, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
     }
 
     /// Worker threads here, one group committer.

@@ -249,7 +249,7 @@ final class LineReader {
 extension Backfill {
     /// The worker side: reads jobs from `input`, answers on `output`, until input ends.
     /// - Parameter commitDelay: how long the group commit gathers a batch (seconds).
-    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = 0.015) {
+    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = defaultGroupCommitDelay) {
         let outputLock = NSLock()
         let encoder = JSONEncoder()
         @Sendable func reply(_ r: WorkerProtocol.Reply) {

@@ -143,16 +143,14 @@ public struct Bench: Sendable {
             for jobs in jobCounts {
                 let cpus = cpuSet(jobs: jobs, allowed: allowed)
                 if let cpus { report.cpuSets[jobs] = cpus }
-                warmInputs()
-                try warmUpSnapThumb(made: &outputs)
+                try warmUp(nil, referenceFile: referenceFiles[0], made: &outputs)
                 let mine = try Self.confined(to: cpus, restoring: allowed) {
                     try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
                 }
                 progress(Self.line(mine, of: options.repeats))
                 report.rounds.append(mine)
                 for tool in options.references {
-                    warmInputs()
-                    try warmUp(tool, file: referenceFiles[0], made: &outputs)
+                    try warmUp(tool, referenceFile: referenceFiles[0], made: &outputs)
                     let theirs = try Self.confined(to: cpus, restoring: allowed) {
                         try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
                     }
@@ -190,35 +188,21 @@ public struct Bench: Sendable {
         return try body()
     }
 
-    /// Processes one file, untimed, before each measured SnapThumb run, so that its
-    /// program and libraries are in memory when the workers start: this VM's
-    /// reclaimer pages out code left unused for a few seconds, and each worker of a
-    /// measured run then waited on about twenty disk reads as it started.
-    private func warmUpSnapThumb(made: inout [String]) throws {
+    /// Before each measured run, untimed: reads every input once, so that each side
+    /// starts with the files in the page cache, then puts one file through the
+    /// side (SnapThumb when `tool` is nil), so that its program and libraries are
+    /// in memory. This project's VM runs a reclaimer that pages out files and code
+    /// left unused for a few seconds: both sides waited on disk reads of their
+    /// inputs, and each SnapThumb worker on about twenty page-ins as it started.
+    private func warmUp(_ tool: ReferenceTool?, referenceFile: String, made: inout [String]) throws {
+        for entry in files { _ = try? InputFile.read(entry.path, limit: .max) }
         let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
         made.append(directory)
-        _ = try Backfill(pipeline: pipeline, store: try Store(root: directory), jobs: 1, isolation: options.isolation)
-            .run(files: [files[0]], interval: 3600, onResult: { _ in })
-    }
-
-    /// The same for a reference tool: one file, untimed.
-    private func warmUp(_ tool: ReferenceTool, file: String, made: inout [String]) throws {
-        let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
-        made.append(directory)
-        _ = ChildProcesses.run(tool.commands(files: [file], jobs: 1, output: directory))
-    }
-
-    /// Reads every input once, untimed, before each measured run, so that each side
-    /// starts with the files in the page cache: on this project's VM a memory
-    /// reclaimer pages out files left unread for a few seconds, and workers then
-    /// waited on disk reads for a tenth of a run.
-    private func warmInputs() {
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        for entry in files {
-            let fd = open(entry.path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
-            close(fd)
+        if let tool {
+            _ = ChildProcesses.run(tool.commands(files: [referenceFile], jobs: 1, output: directory))
+        } else {
+            _ = try Backfill(pipeline: pipeline, store: try Store(root: directory), jobs: 1, isolation: options.isolation)
+                .run(files: [files[0]], interval: 3600, onResult: { _ in })
         }
     }
 

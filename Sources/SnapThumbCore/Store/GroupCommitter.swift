@@ -10,6 +10,9 @@ import Foundation
 /// (each costs 0.3–1.7 ms of kernel CPU, which at `--jobs N` on N cores is taken
 /// from the workers). Memory is bounded: `submit` waits while `maxPending`
 /// uploads are queued.
+/// How long a group commit gathers a batch by default, seconds (see `GroupCommitter.init`).
+public let defaultGroupCommitDelay = 0.015
+
 public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     public typealias Completion = @Sendable (Tag, ProcessedUpload, SnapError?) -> Void
 
@@ -35,7 +38,7 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     ///   flushes: committing as soon as anything was queued synced about twice per
     ///   snap. 15 ms gathers four or more snaps per sync; the worker goes on with
     ///   its next files meanwhile (it never waits for its own commits).
-    public init(store: Store, maxBatch: Int = 64, maxPending: Int = 128, maxDelay: Double = 0.015, completion: @escaping Completion) {
+    public init(store: Store, maxBatch: Int = 64, maxPending: Int = 128, maxDelay: Double = defaultGroupCommitDelay, completion: @escaping Completion) {
         self.store = store
         self.maxBatch = max(1, maxBatch)
         self.maxPending = max(1, maxPending)

@@ -173,8 +173,8 @@ public struct Store: Sendable {
         let directory = (path as NSString).deletingLastPathComponent
         if access(path, F_OK) == 0 { return try verifyExisting(path, blob, sync: sync) }
         // Unsynced, a new fan-out directory is made durable by the same sync as
-        // the blob (in a fresh store, fsyncing each of the 256 took a tenth of a
-        // 1000-snap backfill at --jobs 2, each waiting for a device flush).
+        // the blob (in a fresh store, each of up to 256 fsyncs waited for a device
+        // flush and blocked the worker).
         try Durable.makeDirectories(directory, sync: sync)
         let temp = Durable.tempPath(in: directory, for: blob.hex)
         try Durable.writeNew(temp, blob.bytes, sync: sync)
