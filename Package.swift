@@ -19,13 +19,17 @@ let package = Package(
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
         // libjpeg62-turbo-dev and zlib come with libvips-dev; libssl-dev for SHA-256).
-        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        // libvips' headers, but not the library: CSnapShim opens libvips.so.42 with
+        // dlopen when an image first needs it, so that a process start does not load
+        // its ~90 dependencies (about 24 ms each time). pkg-config's glib-2.0 gives
+        // the include paths vips.h needs (and links GLib alone).
+        .systemLibrary(name: "CVips", pkgConfig: "glib-2.0", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
         // Fixed-argument wrappers for libvips' variadic calls and macros.
         .target(
             name: "CSnapShim",
             dependencies: ["CVips", "CExif"],
-            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("crypto")]
+            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("crypto"), .linkedLibrary("dl")]
         ),
         // The one module with unsafe C interop (libvips, libexif, libjpeg, libimagequant,
         // zlib, and the POSIX calls that take raw buffers). Nothing above it sees a pointer.

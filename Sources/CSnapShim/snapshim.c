@@ -15,6 +15,119 @@
 #include <jerror.h>
 #include <openssl/evp.h>
 #include <math.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+/*
+ * libvips is opened with dlopen the first time an image needs it, not linked:
+ * with its ~90 dependencies in the link, every process start (each backfill
+ * worker, each CLI call) spent about 24 ms in the dynamic linker, and a plain
+ * JPEG never needs libvips at all. Every libvips and GLib function this file
+ * calls is reached through a pointer looked up once in snap_init; the defines
+ * below let the code read as ordinary calls.
+ */
+#define SNAP_VIPS_SYMBOLS(X) \
+	X(vips_version) X(vips_init) X(vips_error_buffer_copy) \
+	X(vips_cache_set_max) X(vips_cache_set_max_mem) X(vips_cache_set_max_files) \
+	X(vips_concurrency_set) X(vips_operation_block_set) \
+	X(vips_foreign_find_load_buffer) X(vips_image_new_from_buffer) X(vips_image_copy_memory) \
+	X(vips_image_get_typeof) X(vips_image_get_blob) X(vips_image_get_int) X(vips_image_set_blob_copy) \
+	X(vips_image_get_width) X(vips_image_get_height) X(vips_image_get_bands) \
+	X(vips_image_get_format) X(vips_image_get_interpretation) X(vips_image_hasalpha) \
+	X(vips_copy) X(vips_rot) X(vips_flip) X(vips_resize) X(vips_shrink) X(vips_thumbnail_image) \
+	X(vips_extract_area) X(vips_icc_transform) X(vips_colourspace) X(vips_cast) X(vips_linear1) \
+	X(vips_bandjoin2) X(vips_array_double_new) X(vips_flatten) X(vips_area_unref) \
+	X(vips_premultiply) X(vips_unpremultiply) X(vips_extract_band) X(vips_bandjoin_const1) \
+	X(vips_jpegsave_buffer) X(vips_image_write_to_memory) X(vips_image_set_kill) \
+	X(vips_image_new_from_memory_copy) \
+	X(g_free) X(g_object_unref) X(g_log_set_handler)
+
+#define SNAP_DECLARE(name) static __typeof__(name) *snap_dl_##name;
+SNAP_VIPS_SYMBOLS(SNAP_DECLARE)
+#undef SNAP_DECLARE
+
+#define vips_version snap_dl_vips_version
+#define vips_init snap_dl_vips_init
+#define vips_error_buffer_copy snap_dl_vips_error_buffer_copy
+#define vips_cache_set_max snap_dl_vips_cache_set_max
+#define vips_cache_set_max_mem snap_dl_vips_cache_set_max_mem
+#define vips_cache_set_max_files snap_dl_vips_cache_set_max_files
+#define vips_concurrency_set snap_dl_vips_concurrency_set
+#define vips_operation_block_set snap_dl_vips_operation_block_set
+#define vips_foreign_find_load_buffer snap_dl_vips_foreign_find_load_buffer
+#define vips_image_new_from_buffer snap_dl_vips_image_new_from_buffer
+#define vips_image_copy_memory snap_dl_vips_image_copy_memory
+#define vips_image_get_typeof snap_dl_vips_image_get_typeof
+#define vips_image_get_blob snap_dl_vips_image_get_blob
+#define vips_image_get_int snap_dl_vips_image_get_int
+#define vips_image_set_blob_copy snap_dl_vips_image_set_blob_copy
+#define vips_image_get_width snap_dl_vips_image_get_width
+#define vips_image_get_height snap_dl_vips_image_get_height
+#define vips_image_get_bands snap_dl_vips_image_get_bands
+#define vips_image_get_format snap_dl_vips_image_get_format
+#define vips_image_get_interpretation snap_dl_vips_image_get_interpretation
+#define vips_image_hasalpha snap_dl_vips_image_hasalpha
+#define vips_copy snap_dl_vips_copy
+#define vips_rot snap_dl_vips_rot
+#define vips_flip snap_dl_vips_flip
+#define vips_resize snap_dl_vips_resize
+#define vips_shrink snap_dl_vips_shrink
+#define vips_thumbnail_image snap_dl_vips_thumbnail_image
+#define vips_extract_area snap_dl_vips_extract_area
+#define vips_icc_transform snap_dl_vips_icc_transform
+#define vips_colourspace snap_dl_vips_colourspace
+#define vips_cast snap_dl_vips_cast
+#define vips_linear1 snap_dl_vips_linear1
+#define vips_bandjoin2 snap_dl_vips_bandjoin2
+#define vips_array_double_new snap_dl_vips_array_double_new
+#define vips_flatten snap_dl_vips_flatten
+#define vips_area_unref snap_dl_vips_area_unref
+#define vips_premultiply snap_dl_vips_premultiply
+#define vips_unpremultiply snap_dl_vips_unpremultiply
+#define vips_extract_band snap_dl_vips_extract_band
+#define vips_bandjoin_const1 snap_dl_vips_bandjoin_const1
+#define vips_jpegsave_buffer snap_dl_vips_jpegsave_buffer
+#define vips_image_write_to_memory snap_dl_vips_image_write_to_memory
+#define vips_image_set_kill snap_dl_vips_image_set_kill
+#define vips_image_new_from_memory_copy snap_dl_vips_image_new_from_memory_copy
+#define g_free snap_dl_g_free
+#define g_object_unref snap_dl_g_object_unref
+#define g_log_set_handler snap_dl_g_log_set_handler
+
+/* Why libvips could not be opened (snap_error_take reports it while libvips is not loaded). */
+static char snap_load_error[512];
+static int snap_vips_loaded = 0;
+
+static int
+snap_vips_open(void)
+{
+	void *handle = dlopen(SNAP_VIPS_SONAME, RTLD_NOW | RTLD_GLOBAL);
+	if (!handle) {
+		const char *why = dlerror();
+		snprintf(snap_load_error, sizeof snap_load_error, "cannot open %s: %s (install libvips42)",
+			SNAP_VIPS_SONAME, why ? why : "unknown error");
+		return -1;
+	}
+#define SNAP_LOOKUP(name) \
+	if (!(snap_dl_##name = (__typeof__(snap_dl_##name)) dlsym(handle, #name))) { \
+		snprintf(snap_load_error, sizeof snap_load_error, "%s has no symbol %s", SNAP_VIPS_SONAME, #name); \
+		return -1; \
+	}
+	SNAP_VIPS_SYMBOLS(SNAP_LOOKUP)
+#undef SNAP_LOOKUP
+	/* The manifest's recipe names the libvips SnapThumb was built against
+	 * (snap_vips_version answers without loading it): refuse any other, rather
+	 * than publish outputs under a recipe that is not true. */
+	if (vips_version(0) != VIPS_MAJOR_VERSION || vips_version(1) != VIPS_MINOR_VERSION ||
+		vips_version(2) != VIPS_MICRO_VERSION) {
+		snprintf(snap_load_error, sizeof snap_load_error,
+			"libvips %d.%d.%d is installed, but SnapThumb was built against %s: rebuild it",
+			vips_version(0), vips_version(1), vips_version(2), VIPS_VERSION);
+		return -1;
+	}
+	snap_vips_loaded = 1;
+	return 0;
+}
 
 /* libgomp is linked through libimagequant; its header is not always installed. */
 extern void omp_set_num_threads(int n);
@@ -36,7 +149,9 @@ snap_log_handler(const gchar *domain, GLogLevelFlags level, const gchar *message
 int
 snap_init(const char *argv0, int vips_threads)
 {
-	if (VIPS_INIT(argv0 ? argv0 : "snapthumb"))
+	if (!snap_vips_loaded && snap_vips_open())
+		return -1;
+	if (vips_init(argv0 ? argv0 : "snapthumb"))
 		return -1;
 	/* The operation cache holds decoded images between jobs: off, memory stays flat. */
 	vips_cache_set_max(0);
@@ -57,13 +172,15 @@ snap_init(const char *argv0, int vips_threads)
 	return 0;
 }
 
-const char *snap_vips_version(void) { return vips_version_string(); }
+const char *snap_vips_version(void) { return VIPS_VERSION; }
 void snap_set_warnings_verbose(int verbose) { snap_verbose = verbose; }
 unsigned long snap_warning_count(void) { return __atomic_load_n(&snap_warnings, __ATOMIC_RELAXED); }
 
 char *
 snap_error_take(void)
 {
+	if (!snap_vips_loaded)
+		return snap_load_error[0] ? strdup(snap_load_error) : NULL;
 	char *g = vips_error_buffer_copy();
 	if (!g)
 		return NULL;
@@ -74,6 +191,14 @@ snap_error_take(void)
 
 void snap_free(void *p) { free(p); }
 void snap_unref(VipsImage *image) { if (image) g_object_unref(image); }
+void snap_g_free(void *p) { g_free(p); }
+
+int snap_image_width(VipsImage *image) { return vips_image_get_width(image); }
+int snap_image_height(VipsImage *image) { return vips_image_get_height(image); }
+int snap_image_bands(VipsImage *image) { return vips_image_get_bands(image); }
+int snap_image_has_alpha(VipsImage *image) { return vips_image_hasalpha(image); }
+int snap_image_format(VipsImage *image) { return (int) vips_image_get_format(image); }
+int snap_image_interpretation(VipsImage *image) { return (int) vips_image_get_interpretation(image); }
 
 const char *
 snap_find_loader(const void *buf, size_t len)

@@ -49,7 +49,6 @@ public struct Pipeline: Sendable {
     ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
     public func process(_ source: SourceBuffer, key: String, onImage: (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
         try StoreKey.validate(key)
-        do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
         let sourceDigest = "sha256:" + source.sha256Hex
         let pixel = settings.pixel
         let need = max(settings.square.size, 4 * pixel.grid)

@@ -84,12 +84,12 @@ public final class VImage: @unchecked Sendable {
     /// Builds an 8-bit sRGB image from packed RGB bytes (copied).
     public static func fromRGB(_ rgb: [UInt8], width: Int, height: Int) throws -> VImage {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
-        try Vips.start()
         return try rgb.withUnsafeBufferPointer { try fromMemory($0.baseAddress!, width: width, height: height, bands: 3, cmyk: false) }
     }
 
     /// An 8-bit image from packed pixels (copied): sRGB, B_W (one band) or CMYK.
     static func fromMemory(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int, cmyk: Bool) throws -> VImage {
+        try Vips.start()
         var out: UnsafeMutablePointer<VipsImage>?
         let status = snap_from_memory(pixels, Int32(width), Int32(height), Int32(bands), cmyk ? 1 : 0, &out)
         guard status == 0, let out else { throw Vips.takeError("from_memory") }
@@ -98,13 +98,13 @@ public final class VImage: @unchecked Sendable {
 
     // MARK: Header
 
-    public var width: Int { Int(vips_image_get_width(pointer)) }
-    public var height: Int { Int(vips_image_get_height(pointer)) }
-    public var bands: Int { Int(vips_image_get_bands(pointer)) }
-    public var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+    public var width: Int { Int(snap_image_width(pointer)) }
+    public var height: Int { Int(snap_image_height(pointer)) }
+    public var bands: Int { Int(snap_image_bands(pointer)) }
+    public var hasAlpha: Bool { snap_image_has_alpha(pointer) != 0 }
     /// The band format.
     public var format: BandFormat {
-        switch vips_image_get_format(pointer) {
+        switch VipsBandFormat(rawValue: snap_image_format(pointer)) {
         case VIPS_FORMAT_UCHAR: return .uchar
         case VIPS_FORMAT_USHORT: return .ushort
         case VIPS_FORMAT_FLOAT: return .float
@@ -115,7 +115,7 @@ public final class VImage: @unchecked Sendable {
     public var isUChar: Bool { format == .uchar }
 
     public var interpretation: Interpretation {
-        let raw = vips_image_get_interpretation(pointer)
+        let raw = VipsInterpretation(rawValue: snap_image_interpretation(pointer))
         switch raw {
         case VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB: return .srgb
         case VIPS_INTERPRETATION_RGB16: return .rgb16
@@ -212,7 +212,7 @@ public final class VImage: @unchecked Sendable {
         guard snap_jpegsave(pointer, &buffer, &length, Int32(quality), optimizeCoding ? 1 : 0, subsample.vipsValue, progressive ? 1 : 0) == 0,
               let buffer
         else { throw Vips.takeError("jpegsave") }
-        defer { g_free(buffer) }
+        defer { snap_g_free(buffer) }
         return Array(UnsafeRawBufferPointer(start: buffer, count: length))
     }
 

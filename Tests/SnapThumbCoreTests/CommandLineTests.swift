@@ -188,3 +188,52 @@ struct CommandLineTests {
         #expect(report.isClean && report.manifests == 24, "\(report)")
     }
 }
+
+@Suite("libvips is opened on first need")
+struct LazyLibvipsTests {
+    /// Whether a running process has libvips mapped. (Read to the end: procfs files
+    /// report no size, and String(contentsOfFile:) stops after the first 4 KB.)
+    static func mapsLibvips(_ pid: Int32) throws -> Bool {
+        guard let maps = FileHandle(forReadingAtPath: "/proc/\(pid)/maps") else { throw SnapError(.io, "no /proc/\(pid)/maps") }
+        defer { try? maps.close() }
+        return String(decoding: maps.readDataToEndOfFile(), as: UTF8.self).contains("/libvips.so")
+    }
+
+    @Test("a worker maps libvips only once an image needs it: not for a plain JPEG, yes for a PNG")
+    func workerOpensLibvipsOnFirstNeed() throws {
+        let store = Fixtures.tempDirectory()
+        defer { Fixtures.remove(store) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["worker", "--store", store, "--settings-json", "{}"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        defer { if process.isRunning { process.terminate() }; process.waitUntilExit() }
+        var buffered = Data()
+        /// Sends one job and reads replies until its final one.
+        func run(_ index: Int, _ path: String, key: String) throws -> String {
+            let size = try Fixtures.bytes(path).count
+            let job = "{\"i\":\(index),\"path\":\"\(path)\",\"key\":\"\(key)\",\"size\":\(size)}\n"
+            input.fileHandleForWriting.write(Data(job.utf8))
+            while true {
+                while let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: buffered[..<newline], as: UTF8.self)
+                    buffered = Data(buffered[(newline + 1)...])
+                    if !line.contains("\"staged\"") { return line }
+                }
+                let more = output.fileHandleForReading.availableData
+                if more.isEmpty { return "worker exited" }
+                buffered.append(more)
+            }
+        }
+        let jpeg = try run(0, Fixtures.sample("snaps/phone-portrait.jpg"), key: "a.jpg")
+        #expect(jpeg.contains("\"processed\""), "\(jpeg)")
+        #expect(try !Self.mapsLibvips(process.processIdentifier))
+        let png = try run(1, Fixtures.sample("snaps/alpha.png"), key: "b.png")
+        #expect(png.contains("\"processed\""), "\(png)")
+        #expect(try Self.mapsLibvips(process.processIdentifier))
+        try input.fileHandleForWriting.close()
+    }
+}

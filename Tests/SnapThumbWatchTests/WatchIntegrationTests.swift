@@ -21,8 +21,13 @@ import SnapThumbCore
         }
         // Two writers in place: one keeps the file open between chunks, one reopens per chunk.
         let slow = [try TestImages.jpeg(100, width: 160, height: 120), try TestImages.jpeg(101, width: 160, height: 120)]
-        let held = FileHandle(forWritingAtPath: { _ = FileManager.default.createFile(atPath: h.incoming + "/held.jpg", contents: nil); return h.incoming + "/held.jpg" }())!
-        _ = FileManager.default.createFile(atPath: h.incoming + "/reopened.jpg", contents: nil)
+        // Created in place with open(2): FileManager.createFile writes a temporary file and
+        // renames it in, which is the signal that an upload is complete. (This test only
+        // passed while the worker started too slowly to see those renames.)
+        let createInPlace = { (name: String) in close(open(h.incoming + "/" + name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)) }
+        _ = createInPlace("held.jpg")
+        _ = createInPlace("reopened.jpg")
+        let held = FileHandle(forWritingAtPath: h.incoming + "/held.jpg")!
         let chunks = 4
         for c in 0..<chunks {
             let parts = slow.map { bytes -> Data in

@@ -16,9 +16,14 @@
 
 #include <vips/vips.h>
 
-/* Start libvips once per process: operation cache off (memory stays flat),
- * every loader blocked except JPEG, PNG, WebP, HEIF/AVIF and GIF. */
+/* The shared object opened at the first snap_init (libvips is not linked). */
+#define SNAP_VIPS_SONAME "libvips.so.42"
+
+/* Open and start libvips once per process: operation cache off (memory stays
+ * flat), every loader blocked except JPEG, PNG, WebP, HEIF/AVIF and GIF. No other
+ * libvips function may be called before it has succeeded. */
 int snap_init(const char *argv0, int vips_threads);
+/* The libvips version SnapThumb was built against; snap_init refuses any other. */
 const char *snap_vips_version(void);
 /* Counts GLib/libvips warnings routed through our handler (they are dropped
  * unless `verbose` is set: they cannot be tied to one job in a shared process). */
@@ -30,6 +35,16 @@ unsigned long snap_warning_count(void);
 char *snap_error_take(void);
 void snap_free(void *p);
 void snap_unref(VipsImage *image);
+/* Frees memory that libvips allocated (vips_jpegsave_buffer's output). */
+void snap_g_free(void *p);
+
+/* Header fields (VipsBandFormat and VipsInterpretation as int). */
+int snap_image_width(VipsImage *image);
+int snap_image_height(VipsImage *image);
+int snap_image_bands(VipsImage *image);
+int snap_image_has_alpha(VipsImage *image);
+int snap_image_format(VipsImage *image);
+int snap_image_interpretation(VipsImage *image);
 
 /* Name of the loader libvips would pick for these bytes (e.g. "jpegload_buffer"),
  * or NULL. */

@@ -58,7 +58,9 @@ enum WorkingImage {
     /// As a libvips image (copies packed pixels).
     func vipsImage() throws -> VImage {
         switch self {
-        case .rgb(let pixels, let width, let height): return try VImage.fromRGB(pixels, width: width, height: height)
+        case .rgb(let pixels, let width, let height):
+            try DecodeStep.startLibvips()
+            return try VImage.fromRGB(pixels, width: width, height: height)
         case .vips(let image): return image
         }
     }
@@ -77,6 +79,14 @@ extension Settings.FailOn {
 }
 
 enum DecodeStep {
+    /// Starts libvips the first time an image needs it. A plain JPEG (the usual
+    /// snap) goes from libjpeg to the encoders without it, and a worker that never
+    /// meets anything else never pays libvips' start (loading its modules: about
+    /// 16 ms, on the critical path of every backfill).
+    static func startLibvips() throws {
+        do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
+    }
+
     /// Reads the header, checks limits, decodes once with shrink-on-load, and
     /// returns the upright sRGB working image.
     /// - Parameter need: the largest square side any variant takes from this image.
@@ -112,6 +122,7 @@ enum DecodeStep {
                         return DecodedSnap(image: .rgb(pixels: upright.pixels, width: upright.width, height: upright.height),
                                            info: sourceInfo(header, source: source, digest: digest))
                     }
+                    try startLibvips()
                     image = try decoder.decode(shrink: shrink)
                 } catch let error as VipsError {
                     throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
@@ -121,6 +132,7 @@ enum DecodeStep {
             // Anything else libjpeg reads (odd component layouts): libvips' loader below.
         }
 
+        try startLibvips()
         guard let loader = VImage.loaderName(for: source) else {
             throw SnapError(.unsupported, "not an image format SnapThumb reads (accepted: \(InputFormat.acceptedList))")
         }
