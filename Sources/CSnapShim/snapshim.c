@@ -125,7 +125,7 @@ snap_vips_open(void)
 			vips_version(0), vips_version(1), vips_version(2), VIPS_VERSION);
 		return -1;
 	}
-	snap_vips_loaded = 1;
+	__atomic_store_n(&snap_vips_loaded, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -149,7 +149,7 @@ snap_log_handler(const gchar *domain, GLogLevelFlags level, const gchar *message
 int
 snap_init(const char *argv0, int vips_threads)
 {
-	if (!snap_vips_loaded && snap_vips_open())
+	if (!__atomic_load_n(&snap_vips_loaded, __ATOMIC_ACQUIRE) && snap_vips_open())
 		return -1;
 	if (vips_init(argv0 ? argv0 : "snapthumb"))
 		return -1;
@@ -179,7 +179,7 @@ unsigned long snap_warning_count(void) { return __atomic_load_n(&snap_warnings, 
 char *
 snap_error_take(void)
 {
-	if (!snap_vips_loaded)
+	if (!__atomic_load_n(&snap_vips_loaded, __ATOMIC_ACQUIRE))
 		return snap_load_error[0] ? strdup(snap_load_error) : NULL;
 	char *g = vips_error_buffer_copy();
 	if (!g)
