@@ -2,6 +2,7 @@
 #include "snapshim.h"
 
 #include <stdlib.h>
+#include <malloc.h>
 #include <unistd.h>
 #include <sched.h>
 #include <signal.h>
@@ -685,6 +686,12 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 done:
 	free(xf); free(yf); free(xw); free(yw); free(cols);
 	return status;
+}
+
+void
+snap_fix_mmap_threshold(int bytes)
+{
+	mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
 int

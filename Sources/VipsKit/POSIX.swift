@@ -19,6 +19,13 @@ public enum POSIX {
     /// parent is already gone.
     public static func dieWithParent() -> Bool { snap_die_with_parent() == 0 }
 
+    /// Fixes glibc's mmap threshold at its default of 128 KiB. Left dynamic, the
+    /// threshold rises to the size of the largest mmapped block ever freed (a 12 MP
+    /// input is 3–6 MB), after which such buffers come from the heap and leave it
+    /// fragmented: a worker's peak RSS then kept creeping up (+5 to +17 % after the
+    /// first tenth of 100 originals; +3 % with the threshold fixed, and 10 % smaller).
+    public static func fixMallocMmapThreshold() { snap_fix_mmap_threshold(128 * 1024) }
+
     /// Writes every byte, retrying on EINTR. Returns 0 or an errno value.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         bytes.withUnsafeBytes { raw in

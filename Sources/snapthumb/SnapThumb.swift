@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VipsKit
 
 /// The `snapthumb` command.
 struct SnapThumb: ParsableCommand {
@@ -33,6 +34,8 @@ struct SnapThumb: ParsableCommand {
 @main
 enum Main {
     static func main() async {
+        // Every command may process images for hours (watch, worker, backfill): keep RSS flat.
+        POSIX.fixMallocMmapThreshold()
         do {
             var command = try SnapThumb.parseAsRoot()
             if var command = command as? any AsyncParsableCommand {

@@ -157,6 +157,9 @@ int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *o
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
 
+/* mallopt(M_MMAP_THRESHOLD): a fixed threshold also stops glibc raising it. */
+void snap_fix_mmap_threshold(int bytes);
+
 /* Ask the kernel to SIGKILL this process when its parent dies (prctl
  * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
 int snap_die_with_parent(void);
