@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .executable(name: "snapthumb", targets: ["snapthumb"]),
         .library(name: "SnapThumbCore", targets: ["SnapThumbCore"]),
+        .library(name: "SnapThumbRunner", targets: ["SnapThumbRunner"]),
+        .library(name: "SnapThumbBench", targets: ["SnapThumbBench"]),
+        .library(name: "SnapThumbVerify", targets: ["SnapThumbVerify"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -39,11 +42,31 @@ let package = Package(
             name: "SnapThumbCore",
             dependencies: ["VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
+        // The job runner: walks a tree, deals files to worker processes (or threads),
+        // collects results and progress. Knows nothing of the watch layout.
+        .target(
+            name: "SnapThumbRunner",
+            dependencies: ["SnapThumbCore", "VipsKit"]
+        ),
+        // `snapthumb verify`: re-hashes a store and validates every manifest against the
+        // JSON Schema, which is a resource (the one copy; docs/ links to it).
+        .target(
+            name: "SnapThumbVerify",
+            dependencies: ["SnapThumbCore", "SnapThumbRunner", "VipsKit"],
+            resources: [.copy("Resources/manifest.v1.schema.json")]
+        ),
+        // `snapthumb bench`: the benchmark harness (SnapThumb beside vipsthumbnail and
+        // Pillow on the same files, and the watch daemon's latency).
+        .target(
+            name: "SnapThumbBench",
+            dependencies: ["SnapThumbCore", "SnapThumbRunner", "SnapThumbWatch", "VipsKit"]
+        ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(
             name: "SnapThumbWatch",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbRunner",
                 "VipsKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -55,6 +78,9 @@ let package = Package(
             name: "snapthumb",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbRunner",
+                "SnapThumbBench",
+                "SnapThumbVerify",
                 "SnapThumbWatch",
                 "VipsKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -65,12 +91,12 @@ let package = Package(
         // Unit tests, plus command-line tests that run the built `snapthumb`.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["snapthumb", "SnapThumbCore", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "VipsKit"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "VipsKit"]
         ),
     ]
 )

@@ -48,7 +48,7 @@ public struct SnapError: Error, Sendable, CustomStringConvertible, Equatable {
 
 extension SnapError {
     /// An I/O failure from `errno`, naming the path and what was being done.
-    static func io(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
+    public static func io(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
         let reason = String(cString: strerror(code))
         return SnapError(.io, "\(doing) \(path): \(reason)", cause: "errno \(code)")
     }

@@ -3,6 +3,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import SnapThumbCore
+import SnapThumbRunner
 
 /// `snapthumb watch` as a swift-service-lifecycle `Service`: it runs until graceful
 /// shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the

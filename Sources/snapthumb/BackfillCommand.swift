@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbRunner
 
 struct BackfillCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

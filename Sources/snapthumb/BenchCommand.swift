@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbBench
+import SnapThumbRunner
 
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbVerify
 
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

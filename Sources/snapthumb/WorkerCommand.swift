@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbRunner
 import VipsKit
 
 /// The child side of `backfill --isolation processes` (and `bench`): not for people.

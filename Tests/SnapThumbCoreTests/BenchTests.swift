@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbBench
+@testable import SnapThumbRunner
 import VipsKit
 
 // Serialized: the confinement test changes the CPU set of this whole test process,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbRunner
 import VipsKit
 
 @Suite("Byte budgets")

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbVerify
+@testable import SnapThumbRunner
 import VipsKit
 
 /// Runs the real `snapthumb` binary.

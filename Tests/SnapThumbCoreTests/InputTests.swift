@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbVerify
 import VipsKit
 
 @Suite("Bad input and limits")

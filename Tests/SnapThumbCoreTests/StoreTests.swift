@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbVerify
+@testable import SnapThumbRunner
 import VipsKit
 
 @Suite("Store, manifest, determinism")
@@ -53,7 +55,7 @@ struct StoreTests {
         #expect(blobFiles.count == 3)
         #expect(!blobFiles.contains { $0.relativePath.contains(".tmp") })
 
-        #expect(ManifestSchema.validator.validate(manifestData).isEmpty)
+        #expect((try ManifestSchema.validator()).validate(manifestData).isEmpty)
         #expect(try StoreVerifier.verify(root: root).isClean)
     }
 
@@ -65,7 +67,7 @@ struct StoreTests {
             for file in files {
                 let upload = try pipeline.process(file: file.path, key: file.relativePath)
                 for json in [upload.manifest.json(), upload.manifest.json(pretty: true)] {
-                    let errors = ManifestSchema.validator.validate(json)
+                    let errors = (try ManifestSchema.validator()).validate(json)
                     #expect(errors.isEmpty, "\(file.relativePath): \(errors)")
                 }
             }

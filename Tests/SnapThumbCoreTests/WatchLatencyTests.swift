@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import SnapThumbBench
 
 @Suite("Watch latency probe")
 struct WatchLatencyTests {

@@ -5,6 +5,11 @@ public struct Budget: Sendable, Equatable {
     public var limit: Int
     public var mode: Settings.BudgetMode
 
+    public init(limit: Int, mode: Settings.BudgetMode) {
+        self.limit = limit
+        self.mode = mode
+    }
+
     /// Base64 length of `n` bytes (with padding), which is what counts inside a push payload.
     public static func base64Length(_ n: Int) -> Int { (n + 2) / 3 * 4 }
 

@@ -50,7 +50,7 @@ public enum AtomicFile {
 
 /// Durable file operations: every write is fsynced, and so is the directory
 /// entry that makes it visible.
-enum Durable {
+public enum Durable {
     private static let counter = Counter()
 
     /// A temp name in `directory` that no other process or thread picks.
@@ -100,7 +100,7 @@ enum Durable {
     }
 
     /// Reads a whole file, or nil if it does not exist.
-    static func readIfExists(_ path: String) throws -> [UInt8]? {
+    public static func readIfExists(_ path: String) throws -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }

@@ -70,7 +70,7 @@ public struct ResourceUsage: Sendable, Equatable {
         return ResourceUsage(usage)
     }
 
-    init(_ usage: rusage) {
+    public init(_ usage: rusage) {
         cpuSeconds = Self.seconds(usage.ru_utime) + Self.seconds(usage.ru_stime)
         peakRSSBytes = Self.maxRSSBytes(usage.ru_maxrss)
     }
@@ -78,7 +78,7 @@ public struct ResourceUsage: Sendable, Equatable {
     private static func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
 
     /// `ru_maxrss` is KiB on Linux, bytes on Darwin.
-    static func maxRSSBytes(_ value: Int) -> Int {
+    public static func maxRSSBytes(_ value: Int) -> Int {
         #if os(Linux)
         return value * 1024
         #else

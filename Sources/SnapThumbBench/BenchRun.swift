@@ -1,4 +1,6 @@
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 import VipsKit
 
 /// What `snapthumb bench` measures and how.

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// Runs blocking work (libvips calls) on dedicated threads, never on Swift's
 /// cooperative pool, so that anything async in the process stays responsive.

@@ -1,4 +1,6 @@
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 import VipsKit
 
 /// `snapthumb verify`: re-hashes every blob and checks every manifest.
@@ -13,6 +15,8 @@ public enum StoreVerifier {
 
     public static func verify(root: String) throws -> Report {
         var report = Report()
+        let schema: JSONSchemaValidator
+        do { schema = try ManifestSchema.validator() } catch { throw SnapError(.internal, "\(error)") }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw SnapError(.io, "\(root) is not a directory")
@@ -53,16 +57,17 @@ public enum StoreVerifier {
                     continue
                 }
                 report.manifests += 1
-                report.problems += checkManifest(entry, root: root, blobSizes: blobSizes)
+                report.problems += checkManifest(entry, root: root, blobSizes: blobSizes, schema: schema)
             }
         }
         return report
     }
 
-    private static func checkManifest(_ entry: FileWalker.Entry, root: String, blobSizes: [String: Int]) -> [String] {
+    private static func checkManifest(_ entry: FileWalker.Entry, root: String, blobSizes: [String: Int],
+                                      schema: JSONSchemaValidator) -> [String] {
         guard let bytes = try? Durable.readIfExists(entry.path) else { return ["\(entry.path): unreadable"] }
         let data = Data(bytes)
-        let schemaErrors = ManifestSchema.validator.validate(data)
+        let schemaErrors = schema.validate(data)
         if !schemaErrors.isEmpty {
             return schemaErrors.map { "\(entry.path): schema: \($0)" }
         }

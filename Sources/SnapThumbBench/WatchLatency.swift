@@ -1,4 +1,6 @@
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 
 /// End-to-end latency of the watch daemon: from an upload renamed into
 /// `incoming/` to its manifest being published, at a steady arrival rate.

@@ -1,4 +1,6 @@
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 
 /// The results of one `bench` run, and its medians, ratios, table and JSON.
 public struct BenchReport: Sendable {

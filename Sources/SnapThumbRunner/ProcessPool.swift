@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// The line protocol between a backfill and its `snapthumb worker` processes:
 /// one JSON object per line each way.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbCore
 import VipsKit
 
 /// Lists the regular files under a directory without following symbolic links.

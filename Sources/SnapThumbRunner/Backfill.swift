@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 import VipsKit
 
 /// How one file of a backfill ended.

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 
 /// Runs command lines side by side and measures each with `wait4`, which gives a
 /// child's own CPU time and peak RSS (with its waited-for descendants, e.g. a

@@ -1,4 +1,6 @@
 import Foundation
+import SnapThumbCore
+import SnapThumbRunner
 
 /// A program that makes only the square 100 px Q80 JPEG, for comparison: what
 /// SnapThumb must beat while doing all of its work.
