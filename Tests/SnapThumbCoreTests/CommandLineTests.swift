@@ -15,7 +15,7 @@ enum CLI {
 
     struct Result { let status: Int32; let stdout: String; let stderr: String }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    static func run(_ arguments: [String], environment: [String: String] = [:], binary: String = CLI.binary) throws -> Result {
         let process = Process()
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.executableURL = URL(fileURLWithPath: binary)
