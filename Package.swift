@@ -61,6 +61,11 @@ let package = Package(
             name: "SnapThumbBench",
             dependencies: ["SnapThumbCore", "SnapThumbRunner", "SnapThumbWatch", "VipsKit"]
         ),
+        // Fault plans and helpers for tests; no production target depends on it.
+        .target(
+            name: "SnapThumbTesting",
+            dependencies: ["SnapThumbCore", "SnapThumbRunner"]
+        ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(
             name: "SnapThumbWatch",
@@ -91,12 +96,12 @@ let package = Package(
         // Unit tests, plus command-line tests that run the built `snapthumb`.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
         ),
     ]
 )

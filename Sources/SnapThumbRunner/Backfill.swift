@@ -123,6 +123,8 @@ public struct Backfill: Sendable {
     public let store: Store
     public let jobs: Int
     public let isolation: Isolation
+    /// Faults a test injects (worker processes only); real runs have none.
+    public var faults: any RunFaults = NoFaults()
 
     public init(pipeline: Pipeline, store: Store, jobs: Int, isolation: Isolation = .threads) {
         self.pipeline = pipeline
@@ -161,7 +163,7 @@ public struct Backfill: Sendable {
         case .threads:
             runInProcess(files, finish: finish)
         case .processes(let executable):
-            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs)
+            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults)
                 .run(files, finish: finish)
         }
         ticker.stop()

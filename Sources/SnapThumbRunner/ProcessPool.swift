@@ -44,13 +44,15 @@ final class ProcessPool: @unchecked Sendable {
     /// group commit as well starved the workers at the end of every run, where a
     /// fair share of what is left is a few files and a commit takes 15–30 ms.)
     let window: Int
+    let faults: any RunFaults
 
     private let lock = NSCondition()
     private var queue: [(index: Int, attempts: Int)] = []
     private var suspects: [(index: Int, attempts: Int)] = []
     private var outstanding = 0
 
-    init(executable: String, arguments: [String], jobs: Int, window: Int = 8) {
+    init(executable: String, arguments: [String], jobs: Int, window: Int = 8, faults: any RunFaults = NoFaults()) {
+        self.faults = faults
         self.executable = executable
         self.arguments = arguments
         self.jobs = max(1, jobs)
@@ -167,6 +169,7 @@ final class ProcessPool: @unchecked Sendable {
                 inFlight[item.index] = item
                 unprocessed.insert(item.index)
                 order.append(item.index)
+                faults.dispatched(key: entry.relativePath, toWorker: process.processIdentifier)
                 if item.attempts > 0 { break }
             }
             if inFlight.isEmpty {
@@ -271,14 +274,11 @@ extension Backfill {
         }
         let reader = LineReader(input)
         let decoder = JSONDecoder()
-        // Fault injection for tests of crash handling: die on a key ending with this.
-        let crashOn = ProcessInfo.processInfo.environment["SNAPTHUMB_FAULT_CRASH_SUFFIX"]
         // With no job waiting, nothing more can join the committer's batch: let it
         // commit now rather than wait for company (at the end of a run, the
         // parent's next files may wait for exactly these commits).
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
-            if let crashOn, !crashOn.isEmpty, job.key.hasSuffix(crashOn) { abort() }
             let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size)
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+import SnapThumbTesting
 @testable import SnapThumbVerify
 @testable import SnapThumbRunner
 import VipsKit
@@ -178,14 +179,17 @@ struct CommandLineTests {
             #expect(result.stderr.contains("25 processed"))
             return
         }
-        let result = try CLI.run(["backfill", input, "--store", store, "--jobs", "2", "--isolation", mode],
-                                 environment: ["SNAPTHUMB_FAULT_CRASH_SUFFIX": "killer.jpg"])
-        #expect(result.status == 1)
+        // Worker processes of the real binary, driven in-process so that the test can
+        // inject its fault plan: the worker handed killer.jpg is SIGKILLed, every time.
+        var backfill = Backfill(pipeline: try Pipeline(), store: try Store(root: store), jobs: 2,
+                                isolation: .processes(executable: CLI.binary))
+        backfill.faults = KillWorker(onKeysEndingWith: "killer.jpg")
+        let summary = try backfill.run(root: input)
         // Files the crashed worker had already made durable are skipped on the retry
         // (how many depends on timing and the window of files sent ahead): all 24 are done.
-        let counts = result.stderr.firstMatch(of: /(\d+) processed, (\d+) skipped/).map { (Int($0.1)!, Int($0.2)!) }
-        #expect(counts.map { $0.0 + $0.1 } == 24, "\(result.stderr)")
-        #expect(result.stderr.contains("killer.jpg: poison: "), "\(result.stderr)")
+        #expect(summary.processed + summary.skipped == 24, "\(summary)")
+        #expect(summary.failures.map(\.key) == ["killer.jpg"], "\(summary.failures)")
+        #expect(summary.failures.first?.code == .poison)
         let report = try StoreVerifier.verify(root: store)
         #expect(report.isClean && report.manifests == 24, "\(report)")
     }

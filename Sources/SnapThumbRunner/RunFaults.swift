@@ -1,0 +1,14 @@
+/// Points in a run where a test can make things go wrong on purpose, the way
+/// swift-service-lifecycle's test kit injects its shutdown trigger: production
+/// runs use ``NoFaults``, and a test passes its own plan (SnapThumbTesting has some).
+/// Nothing here reads the environment or looks at file names.
+public protocol RunFaults: Sendable {
+    /// A job for `key` was just written to worker process `workerPID`.
+    func dispatched(key: String, toWorker workerPID: Int32)
+}
+
+/// No faults: what every real run uses.
+public struct NoFaults: RunFaults {
+    public init() {}
+    public func dispatched(key: String, toWorker workerPID: Int32) {}
+}
