@@ -1,37 +1,35 @@
 import Foundation
 import VipsKit
 
-/// The pipeline's stages one at a time, for the stage benchmarks in `Benchmarks/`
-/// (`@_spi(Benchmarks) import SnapThumbCore`). Not API: the stages stay internal,
-/// and this surface may change with them.
+/// The pipeline's steps in groups, for the stage benchmarks in `Benchmarks/`
+/// (`@_spi(Benchmarks) import SnapThumbCore`): the same `Pipeline.steps` the
+/// pipeline runs, cut where a stage ends. Not API: it may change with the steps.
 @_spi(Benchmarks) public enum BenchmarkSupport {
-    /// Decode (header, limits, shrink-on-load, sRGB, orientation) and the square
-    /// crop that square100 and the pixel-art grid are made from: packed RGB.
+    /// Decode, colour, orient and square: the square crop that square100 and the
+    /// pixel-art grid are made from, as packed RGB.
     public static func decodeSquare(_ bytes: [UInt8], settings: Settings = Settings()) throws -> [UInt8] {
-        let snap = try DecodeStep.run(SourceBuffer(bytes), digest: "sha256:bench", settings: settings,
-                                      need: max(settings.square.size, 4 * settings.pixel.grid))
-        let side = settings.square.size
-        return try squarePixels(snap.image, side: side, crop: settings.square.crop)
+        var snap = Snap(source: SourceBuffer(bytes), settings: settings)
+        try Pipeline.run(stage(through: "square"), on: &snap)
+        return snap.square
     }
 
     /// The square100 JPEG within its budget, from `decodeSquare`'s pixels.
     /// Returns the JPEG's size and how many encodes the search took.
     public static func budgetSearch(square rgb: [UInt8], settings: Settings = Settings()) throws -> (bytes: Int, encodes: Int) {
-        let side = settings.square.size
-        let fitted = try JPEGBudgetSearch.fit(
-            range: settings.square.qualityMin...settings.square.qualityMax,
-            budget: settings.square.budget.map { Budget(limit: $0, mode: settings.budgetMode) },
-            encode: { try JPEG.encode(rgb: rgb, width: side, height: side, quality: $0) })
+        var snap = Snap(source: SourceBuffer([]), settings: settings)
+        snap.square = rgb
+        try Pipeline.run(stage(["encode within budget"]), on: &snap)
+        let fitted = try snap.required(snap.encoded.first, "square100").fitted
         return (fitted.bytes.count, fitted.encodes)
     }
 
-    /// pixel25 and pixel100 (grid, palette, both PNGs within budget) from
-    /// `decodeSquare`'s pixels (square size 4 × grid). Returns their total bytes.
+    /// Grid and pixel art (both PNGs within budget) from `decodeSquare`'s pixels
+    /// (square size 4 × grid). Returns their total bytes.
     public static func pixelArt(square rgb: [UInt8], settings: Settings = Settings()) throws -> Int {
-        let grid = settings.pixel.grid
-        let gridRGB = boxShrink(rgb: rgb, side: 4 * grid, factor: 4)
-        let art = try PixelArtStep.run(rgb: gridRGB, grid: grid, settings: settings.pixel, mode: settings.budgetMode)
-        return art.grid.bytes.count + art.large.bytes.count
+        var snap = Snap(source: SourceBuffer([]), settings: settings)
+        snap.square = rgb
+        try Pipeline.run(stage(["grid", "pixel art"]), on: &snap)
+        return snap.encoded.reduce(0) { $0 + $1.fitted.bytes.count }
     }
 
     /// The whole pipeline on encoded bytes, nothing stored.
@@ -48,4 +46,15 @@ import VipsKit
 
     /// The manifest's canonical JSON, as written to the store.
     public static func manifestJSON(_ upload: ProcessedUpload) -> Data { upload.manifest.json() }
+
+    /// The named steps of `Pipeline.steps`, in the pipeline's order.
+    static func stage(_ names: [String]) -> [PipelineStep] {
+        Pipeline.steps.filter { names.contains($0.name) }
+    }
+
+    /// `Pipeline.steps` from the first through the one named `last`.
+    static func stage(through last: String) -> [PipelineStep] {
+        guard let end = Pipeline.steps.firstIndex(where: { $0.name == last }) else { return [] }
+        return Array(Pipeline.steps[...end])
+    }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import SnapThumbCore
+@_spi(Benchmarks) @testable import SnapThumbCore
 @testable import SnapThumbRunner
 import VipsKit
 
@@ -113,8 +113,9 @@ struct BudgetSearchPhotoTests {
         var encodes: [Int] = []
         for entry in try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files {
             let source = try InputFile.read(entry.path, limit: settings.limits.maxInputBytes)
-            let snap = try DecodeStep.run(source, digest: "sha256:x", settings: settings, need: 100)
-            let rgb = try snap.image.vipsImage().thumbnail(width: 100, height: 100, crop: .centre).pixels()
+            var snap = Snap(source: source, settings: settings)
+            try Pipeline.run(BenchmarkSupport.stage(through: "orient"), on: &snap)
+            let rgb = try snap.required(snap.image, "image").vipsImage().thumbnail(width: 100, height: 100, crop: .centre).pixels()
             let encode = { (q: Int) in try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: q) }
             for limit in [4096, 3072, 2048] {
                 let fitted = try JPEGBudgetSearch.fit(range: 40...90, budget: Budget(limit: limit, mode: .bytes), encode: encode)

@@ -1,4 +1,18 @@
 import Foundation
+import VipsKit
+
+extension PipelineStep {
+    /// square100: the highest JPEG quality in range whose encoding fits the budget.
+    static let encodeWithinBudget = PipelineStep(name: "encode within budget") { snap in
+        let square = snap.settings.square, rgb = snap.square
+        let jpeg = try JPEGBudgetSearch.fit(
+            range: square.qualityMin...square.qualityMax,
+            budget: square.budget.map { Budget(limit: $0, mode: snap.settings.budgetMode) },
+            encode: { try JPEG.encode(rgb: rgb, width: square.size, height: square.size, quality: $0) })
+        snap.encoded.append(EncodedVariant(name: "square100", fitted: jpeg, mediaType: "image/jpeg", side: square.size,
+                                           budget: square.budget))
+    }
+}
 
 /// A byte budget: how large an encoded variant may be.
 public struct Budget: Sendable, Equatable {

@@ -1,5 +1,19 @@
 import VipsKit
 
+extension PipelineStep {
+    /// Everything becomes 8-bit, 3-band sRGB with no alpha. Packed pixels from the
+    /// JPEG fast path are sRGB already (the decoder only takes that path for them).
+    static let colour = PipelineStep(name: "colour") { snap in
+        guard case .vips(let image) = try snap.required(snap.image, "the decoded image") else { return }
+        let header = try snap.required(snap.header, "the header")
+        do {
+            snap.image = .vips(try ColourStep.toSRGB(image, profile: header.profile, background: snap.settings.background))
+        } catch let error as VipsError {
+            throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
+        }
+    }
+}
+
 /// Colour management: everything becomes 8-bit, 3-band sRGB with no alpha.
 enum ColourStep {
     /// Converts `image` to sRGB with relative colorimetric intent, from its

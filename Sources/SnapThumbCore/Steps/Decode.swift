@@ -39,19 +39,11 @@ public struct SourceInfo: Sendable, Equatable, Codable {
     public var orientation: Int
 }
 
-/// The decode step's output: one decoded image from which every variant is made.
-struct DecodedSnap {
-    /// 8-bit, 3-band sRGB, upright, flattened, no metadata that matters; at
-    /// least `need` pixels on its short side when the input is that large.
-    let image: WorkingImage
-    let info: SourceInfo
-}
-
 /// The working image, in whichever form the decoder left it.
 enum WorkingImage {
     /// Packed RGB: a JPEG with nothing for libvips to do (YCbCr or RGB without an
-    /// ICC profile, turned upright here). Handing it through a libvips image cost
-    /// a pipeline and its thread hand-offs per snap.
+    /// ICC profile: already sRGB; the orient step turns it upright). Handing it through
+    /// a libvips image cost a pipeline and its thread hand-offs per snap.
     case rgb(pixels: [UInt8], width: Int, height: Int)
     case vips(VImage)
 
@@ -78,6 +70,16 @@ extension Settings.FailOn {
     }
 }
 
+extension PipelineStep {
+    /// Reads the header, checks the format and limits, and decodes once with
+    /// shrink-on-load to at least twice what the largest variant needs.
+    static let decode = PipelineStep(name: "decode") { snap in
+        let (header, image) = try DecodeStep.run(snap.source, settings: snap.settings, need: snap.need, onImage: snap.onImage)
+        snap.header = header
+        snap.image = image
+    }
+}
+
 enum DecodeStep {
     /// Starts libvips the first time an image needs it. A plain JPEG (the usual
     /// snap) goes from libjpeg to the encoders without it, and a worker that never
@@ -87,11 +89,11 @@ enum DecodeStep {
         do { try Vips.start() } catch { throw SnapError(.internal, "libvips failed to start: \(error)") }
     }
 
-    /// Reads the header, checks limits, decodes once with shrink-on-load, and
-    /// returns the upright sRGB working image.
+    /// Reads the header, checks limits, and decodes once with shrink-on-load: the
+    /// image as stored (colour and orientation are the next steps' work).
     /// - Parameter need: the largest square side any variant takes from this image.
-    static func run(_ source: SourceBuffer, digest: String, settings: Settings, need: Int,
-                    onImage: (any Killable) -> Void = { _ in }) throws -> DecodedSnap {
+    static func run(_ source: SourceBuffer, settings: Settings, need: Int,
+                    onImage: (any Killable) -> Void = { _ in }) throws -> (ImageHeader, WorkingImage) {
         let limits = settings.limits
         guard source.count > 0 else { throw SnapError(.corrupt, "the file is empty (0 bytes)") }
         guard source.count <= limits.maxInputBytes else {
@@ -106,28 +108,22 @@ enum DecodeStep {
                 throw SnapError(.corrupt, "cannot read the jpeg header: \(error.message)", cause: error.description)
             }
             if decoder.isDecodable {
-                let header = Header(format: .jpeg, width: decoder.width, height: decoder.height,
-                                    fullDecode: decoder.isMultiscan, exif: decoder.exif, profile: decoder.iccProfile)
+                let header = ImageHeader(format: .jpeg, width: decoder.width, height: decoder.height,
+                                         fullDecode: decoder.isMultiscan, exif: decoder.exif, profile: decoder.iccProfile)
                 try header.checkLimits(limits)
                 let shrink = jpegShrink(short: min(header.width, header.height), need: need)
-                let image: VImage
                 do {
                     onImage(decoder)
                     if decoder.colourSpace == .ycbcr || decoder.colourSpace == .rgb, header.profile == nil {
-                        // Already sRGB: only the orientation is left to do, on the packed pixels.
+                        // Already sRGB: packed pixels, no libvips image.
                         let decoded = try decoder.decodePixels(shrink: shrink)
-                        let fix = OrientationFix(exif: header.orientation)
-                        let upright = Resample.oriented(rgb: decoded.pixels, width: decoded.width, height: decoded.height,
-                                                        rotate: fix.rotate, flip: fix.flip)
-                        return DecodedSnap(image: .rgb(pixels: upright.pixels, width: upright.width, height: upright.height),
-                                           info: sourceInfo(header, source: source, digest: digest))
+                        return (header, .rgb(pixels: decoded.pixels, width: decoded.width, height: decoded.height))
                     }
                     try startLibvips()
-                    image = try decoder.decode(shrink: shrink)
+                    return (header, .vips(try decoder.decode(shrink: shrink)))
                 } catch let error as VipsError {
                     throw SnapError(.corrupt, "the jpeg data is damaged or truncated: \(error.message)", cause: error.description)
                 }
-                return try finish(image, header: header, source: source, digest: digest, settings: settings)
             }
             // Anything else libjpeg reads (odd component layouts): libvips' loader below.
         }
@@ -149,13 +145,12 @@ enum DecodeStep {
             throw SnapError(.corrupt, "cannot read the \(format.rawValue) header: \(error.message)", cause: error.description)
         }
         // Formats that cannot stream hold every pixel in memory.
-        let header = Header(
+        let header = ImageHeader(
             format: format, width: opened.width, height: opened.height,
             fullDecode: format == .heif || opened.int("interlaced") == 1 || opened.int("jpeg-multiscan") == 1,
             exif: format.appliesOwnOrientation ? nil : opened.blob("exif-data"),
             profile: opened.blob("icc-profile-data"))
         try header.checkLimits(limits)
-
         // Shrink on load as far as the largest variant allows.
         let shortSide = min(header.width, header.height)
         var options = "access=sequential,fail_on=\(settings.failOn.rawValue)"
@@ -187,67 +182,12 @@ enum DecodeStep {
         } catch let error as VipsError {
             throw SnapError(.corrupt, "the \(format.rawValue) data is damaged or truncated: \(error.message)", cause: error.description)
         }
-        return try finish(image, header: header, source: source, digest: digest, settings: settings)
-    }
-
-    /// What the header says, whichever decoder read it.
-    private struct Header {
-        let format: InputFormat
-        /// Stored size, before orientation.
-        let width: Int, height: Int
-        /// The decoder must hold every pixel (or coefficient) at once.
-        let fullDecode: Bool
-        let profile: [UInt8]?
-        /// The EXIF orientation to apply, 1–8 (1 when absent or nonsense; always 1
-        /// for HEIF, whose own transforms libheif applies).
-        let orientation: Int
-
-        init(format: InputFormat, width: Int, height: Int, fullDecode: Bool, exif: [UInt8]?, profile: [UInt8]?) {
-            self.format = format
-            self.width = width
-            self.height = height
-            self.fullDecode = fullDecode
-            self.profile = profile
-            orientation = normalisedOrientation(exif.map(Exif.orientation) ?? 0)
-        }
-
-        func checkLimits(_ limits: Settings.Limits) throws {
-            let pixels = width * height
-            guard pixels <= limits.maxPixels else {
-                throw SnapError(.tooLarge, "image is \(width)×\(height) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
-            }
-            guard !fullDecode || pixels <= limits.maxPixelsFullDecode else {
-                let kind = format == .heif ? "HEIF/AVIF" : format == .png ? "interlaced PNG" : "progressive JPEG"
-                throw SnapError(.tooLarge, "\(kind) image is \(width)×\(height) = \(pixels) pixels and must be decoded whole; the limit for such images is \(limits.maxPixelsFullDecode) pixels (limits.maxPixelsFullDecode)")
-            }
-        }
+        return (header, .vips(image))
     }
 
     /// libjpeg's largest scale-down that keeps `need` pixels on the short side.
     private static func jpegShrink(short: Int, need: Int) -> Int {
         [8, 4, 2].first { short / $0 >= need } ?? 1
-    }
-
-    /// Colour to sRGB, then orientation: the same for every decoder.
-    private static func finish(_ decoded: VImage, header: Header, source: SourceBuffer, digest: String, settings: Settings) throws -> DecodedSnap {
-        let fix = OrientationFix(exif: header.orientation)
-        var image = decoded
-        do {
-            image = try ColourStep.toSRGB(image, profile: header.profile, background: settings.background)
-            image = try fix.apply(to: image)
-        } catch let error as VipsError {
-            throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
-        }
-        return DecodedSnap(image: .vips(image), info: sourceInfo(header, source: source, digest: digest))
-    }
-
-    private static func sourceInfo(_ header: Header, source: SourceBuffer, digest: String) -> SourceInfo {
-        let swapsAxes = OrientationFix(exif: header.orientation).swapsAxes
-        return SourceInfo(
-            digest: digest, bytes: source.count, mediaType: mediaType(header.format, source),
-            width: swapsAxes ? header.height : header.width,
-            height: swapsAxes ? header.width : header.height,
-            orientation: header.orientation)
     }
 
     /// Lanczos reduction that does not darken edges of transparent areas.
@@ -257,8 +197,51 @@ enum DecodeStep {
         let format = image.format
         return try image.premultiplied().resized(scale).unpremultiplied().cast(to: format)
     }
+}
 
-    private static func mediaType(_ format: InputFormat, _ source: SourceBuffer) -> String {
+/// What the header says, whichever decoder read it.
+struct ImageHeader {
+    let format: InputFormat
+    /// Stored size, before orientation.
+    let width: Int, height: Int
+    /// The decoder must hold every pixel (or coefficient) at once.
+    let fullDecode: Bool
+    let profile: [UInt8]?
+    /// The EXIF orientation to apply, 1–8 (1 when absent or nonsense; always 1
+    /// for HEIF, whose own transforms libheif applies).
+    let orientation: Int
+
+    init(format: InputFormat, width: Int, height: Int, fullDecode: Bool, exif: [UInt8]?, profile: [UInt8]?) {
+        self.format = format
+        self.width = width
+        self.height = height
+        self.fullDecode = fullDecode
+        self.profile = profile
+        orientation = normalisedOrientation(exif.map(Exif.orientation) ?? 0)
+    }
+
+    func checkLimits(_ limits: Settings.Limits) throws {
+        let pixels = width * height
+        guard pixels <= limits.maxPixels else {
+            throw SnapError(.tooLarge, "image is \(width)×\(height) = \(pixels) pixels, over the limit of \(limits.maxPixels) pixels (limits.maxPixels)")
+        }
+        guard !fullDecode || pixels <= limits.maxPixelsFullDecode else {
+            let kind = format == .heif ? "HEIF/AVIF" : format == .png ? "interlaced PNG" : "progressive JPEG"
+            throw SnapError(.tooLarge, "\(kind) image is \(width)×\(height) = \(pixels) pixels and must be decoded whole; the limit for such images is \(limits.maxPixelsFullDecode) pixels (limits.maxPixelsFullDecode)")
+        }
+    }
+
+    /// The manifest's `source` object: displayed size, after orientation.
+    func sourceInfo(_ source: SourceBuffer, digest: String) -> SourceInfo {
+        let swapsAxes = OrientationFix(exif: orientation).swapsAxes
+        return SourceInfo(
+            digest: digest, bytes: source.count, mediaType: mediaType(source),
+            width: swapsAxes ? height : width,
+            height: swapsAxes ? width : height,
+            orientation: orientation)
+    }
+
+    private func mediaType(_ source: SourceBuffer) -> String {
         switch format {
         case .jpeg: return "image/jpeg"
         case .png: return "image/png"

@@ -1,5 +1,24 @@
 import VipsKit
 
+extension PipelineStep {
+    /// Turns the image upright by its EXIF orientation, once (HEIF's own transforms
+    /// were applied by libheif while decoding: its header says 1).
+    static let orient = PipelineStep(name: "orient") { snap in
+        let fix = OrientationFix(exif: try snap.required(snap.header, "the header").orientation)
+        switch try snap.required(snap.image, "the decoded image") {
+        case .rgb(let pixels, let width, let height):
+            let upright = Resample.oriented(rgb: pixels, width: width, height: height, rotate: fix.rotate, flip: fix.flip)
+            snap.image = .rgb(pixels: upright.pixels, width: upright.width, height: upright.height)
+        case .vips(let image):
+            do {
+                snap.image = .vips(try fix.apply(to: image))
+            } catch let error as VipsError {
+                throw SnapError(.corrupt, "cannot convert the colours of this image: \(error.message)", cause: error.description)
+            }
+        }
+    }
+}
+
 /// What it takes to display stored pixels upright for an EXIF orientation:
 /// rotate clockwise, then (optionally) mirror left–right.
 public struct OrientationFix: Equatable, Sendable {

@@ -1,5 +1,19 @@
 import VipsKit
 
+extension PipelineStep {
+    /// pixel25 and pixel100: the grid quantised to its palette, both PNGs within
+    /// their budgets (fewer colours, then more effort, when they do not fit).
+    static let pixelArt = PipelineStep(name: "pixel art") { snap in
+        let pixel = snap.settings.pixel
+        let art = try PixelArtStep.run(rgb: snap.grid, grid: pixel.grid, settings: pixel, mode: snap.settings.budgetMode)
+        for (name, fitted, side, budget) in [("pixel25", art.grid, pixel.grid, pixel.gridBudget),
+                                             ("pixel100", art.large, pixel.grid * pixel.scale, pixel.budget)] {
+            snap.encoded.append(EncodedVariant(name: name, fitted: fitted, mediaType: "image/png", side: side, budget: budget,
+                                               colours: art.colours, palette: pixel.palette.label, dither: pixel.dither))
+        }
+    }
+}
+
 /// The pixel-art pair: the grid image (`pixel25`) and its nearest-neighbour
 /// enlargement (`pixel100`), sharing one palette so their colours are identical.
 struct PixelArt {
