@@ -1,6 +1,7 @@
 import Foundation
 import SnapThumbCore
 import SnapThumbRunner
+import SnapThumbWatch
 
 /// End-to-end latency of the watch daemon: from an upload renamed into
 /// `incoming/` to its manifest being published, at a steady arrival rate.
@@ -28,8 +29,9 @@ public enum WatchLatency {
         let fm = FileManager.default
         let root = URL(fileURLWithPath: tempDirectory).appendingPathComponent("snapthumb-watch-latency-\(UUID().uuidString)").path
         defer { try? fm.removeItem(atPath: root) }
-        let upload = "\(root)/uploads", store = "\(root)/store", stage = "\(upload)/stage"
-        try fm.createDirectory(atPath: "\(upload)/incoming", withIntermediateDirectories: true)
+        let layout = Layout(root: "\(root)/uploads")
+        let upload = layout.root, store = "\(root)/store", stage = "\(root)/stage"
+        try fm.createDirectory(atPath: layout.incoming, withIntermediateDirectories: true)
         try fm.createDirectory(atPath: stage, withIntermediateDirectories: true)
 
         // Copies are made up front, on the same filesystem, so that each arrival is one rename.
@@ -53,7 +55,7 @@ public enum WatchLatency {
         }
         // Ready once it has laid out its directories.
         let ready = Date().addingTimeInterval(30)
-        while !fm.fileExists(atPath: "\(upload)/processing") || !fm.fileExists(atPath: "\(store)/manifests") {
+        while !fm.fileExists(atPath: layout.processing) || !fm.fileExists(atPath: "\(store)/manifests") {
             guard Date() < ready, watcher.isRunning else { throw SnapError(.internal, "the watch process did not start") }
             Thread.sleep(forTimeInterval: 0.02)
         }
@@ -83,7 +85,7 @@ public enum WatchLatency {
             let due = start + Double(i) * 1000 / rate
             let wait = due - now()
             if wait > 0 { Thread.sleep(forTimeInterval: wait / 1000) }
-            guard rename("\(stage)/\(name)", "\(upload)/incoming/\(name)") == 0 else {
+            guard rename("\(stage)/\(name)", "\(layout.incoming)/\(name)") == 0 else {
                 throw SnapError.io("cannot rename into incoming/", name, errno: errno)
             }
             arrivals.send(i, at: now())

@@ -18,6 +18,8 @@ struct BenchCommand: ParsableCommand {
         A run at --jobs J is confined to J CPUs (the first J this process may use), on every side: jobs means cores. Left free, each tool's helper threads spread over idle cores (libvips' thread pool in vipsthumbnail, SnapThumb's coordinating process and group commit, Pillow's pool), so a one-job run used more than one core and jobs N over jobs 1 stopped measuring how the work scales over cores. --no-confine-cpus runs everything free, as a plain shell loop would. Before each measured run, untimed, every input is read once (into the page cache) and one file goes through the side about to be measured, so that its program and libraries are in memory.
 
         --watch-latency also starts a real 'snapthumb watch' on a temporary upload directory, renames copies of the images into incoming/ at a steady --watch-rate, and reports the time from each rename to its manifest being published (p50/p95/p99).
+
+        --watch-burst renames every file into a running daemon's incoming/ at once and reports its drain rate beside a backfill of the same files at the same --jobs, as a ratio per round.
         """
     )
 
@@ -59,6 +61,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Uploads sent to the watch daemon. [default: 500]", valueName: "n"))
     var watchFiles: Int = 500
+
+    @Flag(name: .long, help: "Also rename every file into a running watch daemon's incoming/ at once and compare its drain rate with a backfill of the same files at the same --jobs (see --repeat).")
+    var watchBurst = false
 
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
@@ -127,10 +132,24 @@ struct BenchCommand: ParsableCommand {
             }
         }
 
+        var burst: WatchBurstReport?
+        if watchBurst {
+            do {
+                burst = try WatchBurst.measure(executable: selfExecutable, images: files.map(\.path), jobs: jobs, rounds: self.repeat,
+                                               tempDirectory: tempDir, progress: { printError("bench: \($0)") })
+            } catch let error as SnapError {
+                printError("bench: watch burst: \(error.code.rawValue): \(error.message)")
+                throw ExitCode(1)
+            }
+        }
+
         if json {
             var object = (try? JSONSerialization.jsonObject(with: report.json())) as? [String: Any] ?? [:]
             if let latency, let data = try? JSONEncoder().encode(latency) {
                 object["watch_latency"] = try? JSONSerialization.jsonObject(with: data)
+            }
+            if let burst, let data = try? JSONEncoder().encode(burst) {
+                object["watch_burst"] = try? JSONSerialization.jsonObject(with: data)
             }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? report.json()
             printOut(String(decoding: data, as: UTF8.self))
@@ -140,6 +159,15 @@ struct BenchCommand: ParsableCommand {
                 printOut(String(format: "watch latency (rename into incoming/ → manifest published), %d uploads at %.0f/s, --jobs %d: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms, missing %d",
                                 latency.files, latency.rate, latency.jobs, latency.p50_ms, latency.p95_ms, latency.p99_ms, latency.max_ms, latency.missing))
             }
+            if let burst {
+                printOut(String(format: "watch burst (%d uploads renamed into incoming/ at once, --jobs %d, %d round(s)): %.1f images/s against backfill's %.1f: %.2f× (rounds %.2f–%.2f), missing %d",
+                                burst.files, burst.jobs, burst.rounds, burst.watch_images_per_second, burst.backfill_images_per_second,
+                                burst.ratio, burst.ratio_min, burst.ratio_max, burst.missing))
+            }
+        }
+        if let burst, burst.missing > 0 {
+            printError("warning: watch burst: \(burst.missing) uploads did not drain")
+            throw ExitCode(1)
         }
         if let latency, latency.missing > 0 {
             printError("warning: watch latency: \(latency.missing) uploads were not published in time")

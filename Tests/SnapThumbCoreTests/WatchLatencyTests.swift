@@ -15,3 +15,18 @@ struct WatchLatencyTests {
         #expect(report.p50_ms <= report.p95_ms && report.p95_ms <= report.p99_ms && report.p99_ms <= report.max_ms)
     }
 }
+
+@Suite("Watch burst probe")
+struct WatchBurstTests {
+    @Test("a burst drains completely into done/ and failed/, and both sides report a rate")
+    func burst() throws {
+        // A refused file too: it drains into failed/, and counts.
+        let images = ["snaps/phone-portrait.jpg", "snaps/landscape.webp", "snaps/tiny.png", "bad/truncated.jpg"]
+            .map(Fixtures.sample)
+        let report = try WatchBurst.measure(executable: CLI.binary, images: images + images, jobs: 2, rounds: 2)
+        #expect(report.files == 8 && report.rounds == 2)
+        #expect(report.missing == 0)
+        #expect(report.watch_images_per_second > 0 && report.backfill_images_per_second > 0)
+        #expect(report.ratio_min <= report.ratio && report.ratio <= report.ratio_max)
+    }
+}
