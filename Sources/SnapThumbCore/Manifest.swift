@@ -37,6 +37,8 @@ public struct Variant: Sendable, Equatable, Codable {
     public var width: Int
     public var height: Int
     public var bytes: Int
+    /// Length of the bytes in base64 (with padding): what the variant adds to a push payload.
+    public var base64Length: Int?
     /// The byte budget, or nil for none (written as `null`).
     public var budget: Int?
     public var budgetMode: Settings.BudgetMode
@@ -53,7 +55,7 @@ public struct Variant: Sendable, Equatable, Codable {
     public var degraded: Bool
 
     private enum CodingKeys: String, CodingKey {
-        case digest, path, mediaType, width, height, bytes, budget, budgetMode, quality, colours, palette, dither, encodes, degraded
+        case digest, path, mediaType, width, height, bytes, base64Length, budget, budgetMode, quality, colours, palette, dither, encodes, degraded
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -64,6 +66,7 @@ public struct Variant: Sendable, Equatable, Codable {
         try c.encode(width, forKey: .width)
         try c.encode(height, forKey: .height)
         try c.encode(bytes, forKey: .bytes)
+        try c.encodeIfPresent(base64Length, forKey: .base64Length)
         try c.encode(budget, forKey: .budget) // explicit null: "no budget" is information
         try c.encode(budgetMode, forKey: .budgetMode)
         try c.encodeIfPresent(quality, forKey: .quality)
@@ -93,12 +96,18 @@ public struct Recipe: Sendable, Equatable, Codable {
     public struct OutputSettings: Sendable, Equatable, Codable {
         public var background: Colour
         public var budgetMode: Settings.BudgetMode
+        /// `inline` mode only (absent otherwise, so that other recipes keep their digests).
+        public var payloadLimit: Int?
+        public var payloadReserve: Int?
         public var square: Settings.SquareSettings
         public var pixel: Settings.PixelSettings
     }
 
     public init(settings: Settings) {
+        let inline = settings.budgetMode == .inline
         let output = OutputSettings(background: settings.background, budgetMode: settings.budgetMode,
+                                    payloadLimit: inline ? settings.payloadLimit : nil,
+                                    payloadReserve: inline ? settings.payloadReserve : nil,
                                     square: settings.square, pixel: settings.pixel)
         version = Recipe.pipelineVersion
         libvips = Vips.version

@@ -60,7 +60,7 @@ public struct Pipeline: Sendable {
         let variants = Dictionary(uniqueKeysWithValues: zip(snap.encoded, snap.blobs).map { encoded, blob in
             (encoded.name, Variant(
                 digest: blob.digest, path: blob.path, mediaType: encoded.mediaType, width: encoded.side, height: encoded.side,
-                bytes: blob.bytes.count, budget: encoded.budget, budgetMode: settings.budgetMode,
+                bytes: blob.bytes.count, base64Length: Budget.base64Length(blob.bytes.count), budget: encoded.budget, budgetMode: settings.budgetMode,
                 quality: encoded.fitted.quality, colours: encoded.colours, palette: encoded.palette, dither: encoded.dither,
                 encodes: encoded.fitted.encodes, degraded: encoded.fitted.degraded))
         })

@@ -16,12 +16,32 @@ public struct Settings: Sendable, Equatable, Codable {
     public var background = Colour(red: 0x0A, green: 0x0A, blue: 0x1A)
     /// Whether budgets count raw bytes or base64 characters (`inline`, for push payloads).
     public var budgetMode: BudgetMode = .bytes
+    /// In `inline` mode, the whole push payload the square travels in may be this
+    /// many bytes (APNs: 4096)…
+    public var payloadLimit = 4096
+    /// …of which this many are kept for the rest of it: a Live Activity start
+    /// payload's `aps` fields, sender name, caption, ids and alert (README: Inline budget).
+    public var payloadReserve = Settings.defaultPayloadReserve
+    /// A key that arrives again with other source bytes: refused (`conflict`) or replaced.
+    public var onConflict: ConflictPolicy = .refuse
     /// The `square100` JPEG.
     public var square = SquareSettings()
     /// The `pixel25` and `pixel100` palette PNGs.
     public var pixel = PixelSettings()
 
     public init() {}
+
+    /// Room for a Live Activity start payload without its thumbnail: measured at
+    /// 700–760 bytes with a 30-character sender name of emoji and a 40-character caption
+    /// (Tests: LiveActivityPayloadTests), plus room for longer ids and alert text.
+    public static let defaultPayloadReserve = 900
+
+    /// The square's budget as applied: in `inline` mode its base64 must also fit the
+    /// payload's room, `payloadLimit - payloadReserve`.
+    public var squareBudget: Int? {
+        guard budgetMode == .inline else { return square.budget }
+        return min(square.budget ?? Int.max, payloadLimit - payloadReserve)
+    }
 
     public struct Limits: Sendable, Equatable, Codable {
         /// Largest accepted input file, in bytes.
@@ -79,7 +99,9 @@ public struct Settings: Sendable, Equatable, Codable {
 // MARK: - Decoding a config file: every field optional.
 
 extension Settings {
-    private enum Keys: String, CodingKey, CaseIterable { case limits, failOn, background, budgetMode, square, pixel }
+    private enum Keys: String, CodingKey, CaseIterable {
+        case limits, failOn, background, budgetMode, payloadLimit, payloadReserve, onConflict, square, pixel
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
@@ -88,6 +110,9 @@ extension Settings {
         failOn = try c.decodeIfPresent(FailOn.self, forKey: .failOn) ?? .warning
         background = try c.decodeIfPresent(Colour.self, forKey: .background) ?? Colour(red: 0x0A, green: 0x0A, blue: 0x1A)
         budgetMode = try c.decodeIfPresent(BudgetMode.self, forKey: .budgetMode) ?? .bytes
+        payloadLimit = try c.decodeIfPresent(Int.self, forKey: .payloadLimit) ?? 4096
+        payloadReserve = try c.decodeIfPresent(Int.self, forKey: .payloadReserve) ?? Settings.defaultPayloadReserve
+        onConflict = try c.decodeIfPresent(ConflictPolicy.self, forKey: .onConflict) ?? .refuse
         square = try c.decodeIfPresent(SquareSettings.self, forKey: .square) ?? SquareSettings()
         pixel = try c.decodeIfPresent(PixelSettings.self, forKey: .pixel) ?? PixelSettings()
     }
@@ -172,6 +197,9 @@ extension Settings {
         for (name, budget) in [("square budget", square.budget), ("pixel100 budget", pixel.budget), ("pixel25 budget", pixel.gridBudget)] {
             if let budget { try check(budget >= 64, "\(name) must be at least 64 bytes, or none (got \(budget))") }
         }
+        try check(payloadLimit >= 64, "payload limit must be at least 64 bytes (got \(payloadLimit))")
+        try check(payloadReserve >= 0 && payloadLimit - payloadReserve >= 64,
+                  "payload reserve must leave at least 64 bytes of the \(payloadLimit)-byte payload for the thumbnail (got \(payloadReserve))")
         try check((2...256).contains(pixel.colours), "pixel colours must be 2–256 (got \(pixel.colours))")
         try check((4...256).contains(pixel.grid), "pixel grid must be 4–256 cells (got \(pixel.grid))")
         try check((1...16).contains(pixel.scale), "pixel scale must be 1–16 (got \(pixel.scale))")

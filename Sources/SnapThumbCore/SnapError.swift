@@ -19,6 +19,9 @@ public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
     case timeout
     /// The input crashed or stalled workers repeatedly.
     case poison
+    /// The key already has a manifest made from different source bytes (refused
+    /// unless `--on-conflict replace`): upload keys are message ids, so this is an anomaly.
+    case conflict
     /// Invalid settings.
     case config
     /// A bug or an unexpected libvips failure.

@@ -72,6 +72,10 @@ public struct BackfillSummary: Sendable {
     public var ignored = 0
     public var failures: [FailureRecord] = []
     public var seconds = 0.0
+    /// True when a signal stopped the run before every file was taken (see `Interruption`).
+    public var interrupted = false
+    /// Files never started because the run was interrupted.
+    public var notStarted: Int { max(0, total - processed - skipped - failures.count) }
     /// Processing time of each processed file, in milliseconds, in completion order.
     public var latencies: [Double] = []
 
@@ -86,11 +90,12 @@ public struct BackfillSummary: Sendable {
         struct Report: Encodable {
             let root: String, store: String
             let total: Int, processed: Int, skipped: Int, ignored: Int, failed: Int
+            let interrupted: Bool, notStarted: Int
             let failedByCode: [String: Int]
             let failures: [FailureRecord]
         }
         let doc = Report(root: root, store: store, total: total, processed: processed, skipped: skipped, ignored: ignored,
-                         failed: failures.count,
+                         failed: failures.count, interrupted: interrupted, notStarted: notStarted,
                          failedByCode: Dictionary(uniqueKeysWithValues: failedByCode.map { ($0.key.rawValue, $0.value) }),
                          failures: failures.sorted { $0.file < $1.file })
         let encoder = JSONEncoder()
@@ -107,11 +112,21 @@ public struct BackfillProgress: Sendable {
     public let skipped: Int
     public let seconds: Double
 
+    /// Files worked on (processed or failed) per second: skipped files are not work.
     public var rate: Double { seconds > 0 ? Double(done - skipped) / seconds : 0 }
-    /// Seconds left at the current rate, or nil before there is a rate.
+    /// Seconds left at the current rate, or nil before there is a rate. In a
+    /// resumed run the skipped files went by almost at once; counting them would
+    /// make the rest look as fast as skipping.
     public var eta: Double? {
-        let perSecond = seconds > 0 ? Double(done) / seconds : 0
-        return perSecond > 0 ? Double(total - done) / perSecond : nil
+        rate > 0 ? Double(total - done) / rate : nil
+    }
+
+    public init(done: Int, total: Int, failed: Int, skipped: Int, seconds: Double) {
+        self.done = done
+        self.total = total
+        self.failed = failed
+        self.skipped = skipped
+        self.seconds = seconds
     }
 }
 
@@ -125,12 +140,16 @@ public struct Backfill: Sendable {
     public let isolation: Isolation
     /// Faults a test injects (worker processes only); real runs have none.
     public var faults: any RunFaults = NoFaults()
+    /// Once this is set (by SIGINT/SIGTERM), no new file is started; files in
+    /// flight finish and are committed.
+    public let interruption: Interruption
 
-    public init(pipeline: Pipeline, store: Store, jobs: Int, isolation: Isolation = .threads) {
+    public init(pipeline: Pipeline, store: Store, jobs: Int, isolation: Isolation = .threads, interruption: Interruption = Interruption()) {
         self.pipeline = pipeline
         self.store = store
         self.jobs = max(1, jobs)
         self.isolation = isolation
+        self.interruption = interruption
     }
 
     /// Runs over every regular file under `root`.
@@ -163,7 +182,7 @@ public struct Backfill: Sendable {
         case .threads:
             runInProcess(files, finish: finish)
         case .processes(let executable):
-            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults)
+            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults, interruption: interruption)
                 .run(files, finish: finish)
         }
         ticker.stop()
@@ -171,6 +190,7 @@ public struct Backfill: Sendable {
 
         var summary = tally.summary
         summary.total = files.count
+        summary.interrupted = interruption.signal != nil
         summary.seconds = Date().timeIntervalSince(start)
         return summary
     }
@@ -182,7 +202,7 @@ public struct Backfill: Sendable {
     /// rather than `jobs` times as often (workers never wait for their commits).
     func workerArguments() throws -> [String] {
         let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
-        return ["worker", "--store", store.root, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
+        return ["worker", "--store", store.root, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
     }
 
     /// Worker threads here, one group committer.
@@ -190,7 +210,7 @@ public struct Backfill: Sendable {
         let committer = GroupCommitter<(FileWalker.Entry, Double)>(store: store) { tag, upload, error in
             finish(FileResult(entry: tag.0, outcome: error.map(FileOutcome.failed) ?? .processed(VariantBrief.of(upload.manifest)), milliseconds: tag.1))
         }
-        WorkerPool.run(count: files.count, jobs: jobs) { index in
+        WorkerPool.run(count: files.count, jobs: jobs, stop: { [interruption] in interruption.signal != nil }) { index in
             let entry = files[index]
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)
@@ -215,11 +235,16 @@ public struct Backfill: Sendable {
         do {
             let key = entry.relativePath
             let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
-            if let existing = try store.manifest(for: key),
-               existing.recipe.digest == pipeline.recipe.digest,
-               existing.source.bytes == source.count,
-               existing.source.digest == "sha256:" + source.sha256Hex {
-                return .done(.skipped)
+            let digest = "sha256:" + source.sha256Hex
+            if let existing = try store.manifest(for: key) {
+                if existing.source.digest == digest, existing.source.bytes == source.count,
+                   existing.recipe.digest == pipeline.recipe.digest {
+                    return .done(.skipped)
+                }
+                // Refused before any work; the publish checks again (another run may race).
+                if existing.source.digest != digest, store.onConflict == .refuse {
+                    return .done(.failed(KeyConflict.conflict(key: key, existing: existing.source.digest, new: digest)))
+                }
             }
             return .ready(try pipeline.process(source, key: key))
         } catch let error as SnapError {

@@ -45,14 +45,16 @@ final class ProcessPool: @unchecked Sendable {
     /// fair share of what is left is a few files and a commit takes 15–30 ms.)
     let window: Int
     let faults: any RunFaults
+    let interruption: Interruption
 
     private let lock = NSCondition()
     private var queue: [(index: Int, attempts: Int)] = []
     private var suspects: [(index: Int, attempts: Int)] = []
     private var outstanding = 0
 
-    init(executable: String, arguments: [String], jobs: Int, window: Int = 8, faults: any RunFaults = NoFaults()) {
+    init(executable: String, arguments: [String], jobs: Int, window: Int = 8, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption()) {
         self.faults = faults
+        self.interruption = interruption
         self.executable = executable
         self.arguments = arguments
         self.jobs = max(1, jobs)
@@ -85,7 +87,7 @@ final class ProcessPool: @unchecked Sendable {
             lock.lock()
             let done = outstanding == 0
             lock.unlock()
-            if done { return }
+            if done || interruption.signal != nil { return }
             do {
                 try runWorker(files, finish: finish)
             } catch {
@@ -111,14 +113,15 @@ final class ProcessPool: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         while true {
-            if outstanding == 0 { return nil }
+            if outstanding == 0 || interruption.signal != nil { return nil }
             if held == 0, let suspect = suspects.popLast() { return suspect }
             // No more than a fair share of what is left, so that the workers finish
             // together: a small run is not dealt out in windows to the first worker.
             if unprocessed > 0, unprocessed > queue.count / jobs { return nil }
             if suspects.isEmpty || held > 0, let next = queue.popLast() { return next }
             if held > 0 { return nil }
-            lock.wait()
+            // Timed, so that an interruption is noticed without a broadcast.
+            _ = lock.wait(until: Date(timeIntervalSinceNow: 0.2))
         }
     }
 
@@ -176,7 +179,7 @@ final class ProcessPool: @unchecked Sendable {
                 lock.lock()
                 let done = outstanding == 0
                 lock.unlock()
-                if done { break }
+                if done || interruption.signal != nil { break }
                 continue
             }
             guard alive, let line = reader.next() else { alive = false; break }

@@ -4,15 +4,16 @@ import SnapThumbCore
 /// Runs blocking work (libvips calls) on dedicated threads, never on Swift's
 /// cooperative pool, so that anything async in the process stays responsive.
 public enum WorkerPool {
-    /// Calls `body(i)` for every `i` in `0..<count` on `jobs` threads; returns when all are done.
-    public static func run(count: Int, jobs: Int, body: @escaping @Sendable (Int) -> Void) {
+    /// Calls `body(i)` for every `i` in `0..<count` on `jobs` threads; returns when all
+    /// are done, or, once `stop` is true, when the calls already started are.
+    public static func run(count: Int, jobs: Int, stop: @escaping @Sendable () -> Bool = { false }, body: @escaping @Sendable (Int) -> Void) {
         guard count > 0 else { return }
         let next = Cursor()
         let group = DispatchGroup()
         for n in 0..<min(max(1, jobs), count) {
             group.enter()
             let thread = Thread {
-                while let i = next.take(below: count) { body(i) }
+                while !stop(), let i = next.take(below: count) { body(i) }
                 group.leave()
             }
             thread.name = "snapthumb-worker-\(n)"
@@ -66,5 +67,22 @@ public final class Ticker: @unchecked Sendable {
         condition.broadcast()
         while !finished { condition.wait() }
         condition.unlock()
+    }
+}
+
+/// Set once by a signal handler (SIGINT, SIGTERM): long runs stop taking new work.
+public final class Interruption: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: Int32?
+
+    public init() {}
+
+    /// The first signal received, or nil.
+    public var signal: Int32? { lock.lock(); defer { lock.unlock() }; return received }
+
+    public func interrupt(by signal: Int32) {
+        lock.lock()
+        if received == nil { received = signal }
+        lock.unlock()
     }
 }

@@ -3,39 +3,28 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import SnapThumbCore
 
 /// Cleans up after processes that died: temp files they left in the store and in
 /// `failed/`, and sources in `done/` past their retention.
 struct Janitor: Sendable {
     let logger: Logger
 
-    /// Removes `.tmp-<pid>-…` files (the store's and the watcher's temp names) under
-    /// `root` whose process is gone from this host, or that are over a day old (a
-    /// temp file is only ever open for milliseconds). Returns how many were removed.
+    /// Removes SnapThumb's own temp files (`.tmp-<pid>-<n>-<name>`, see `TempFiles`)
+    /// under `root`, a folder SnapThumb owns (the store, `failed/`), whose process is
+    /// gone from this host or that are over a day old. Returns how many were removed.
     @discardableResult
     func removeStaleTemporaries(under root: String) -> Int {
-        var removed = 0
-        var directories = [root]
-        while let directory = directories.popLast() {
-            try? FileOps.forEachName(in: directory) { name in
-                let path = "\(directory)/\(name)"
-                if name.hasPrefix(".tmp-") {
-                    if isStale(name, path), unlink(path) == 0 { removed += 1 }
-                } else if !name.hasPrefix("."), FileOps.status(path)?.isDirectory == true {
-                    directories.append(path)
-                }
-                return true
-            }
-        }
+        let removed = TempFiles.removeStale(under: root)
         if removed > 0 { logger.notice("removed temp files left by dead processes", metadata: ["snap.dir": "\(root)", "snap.count": "\(removed)"]) }
         return removed
     }
 
-    private func isStale(_ name: String, _ path: String) -> Bool {
-        let pidText = name.dropFirst(".tmp-".count).prefix(while: { $0 != "-" })
-        if let pid = Int32(pidText), pid != getpid(), !WorkerIdentity.isAlive(pid: pid) { return true }
-        guard let status = FileOps.status(path) else { return false }
-        return wallNow() - status.mtime > 86_400
+    /// Removes only the metrics file's own stale temp names from its directory
+    /// (not recursively: node_exporter's textfile directory or /tmp is shared).
+    func removeStaleTemporaries(of metricsFile: String) {
+        let removed = TempFiles.removeStale(of: metricsFile)
+        if removed > 0 { logger.notice("removed metrics temp files left by dead processes", metadata: ["snap.file": "\(metricsFile)", "snap.count": "\(removed)"]) }
     }
 
     /// Deletes sources in `done/` older than `retention` seconds (by ctime, which the

@@ -64,7 +64,7 @@ public final class WatchService: Service, @unchecked Sendable {
         try claims.register()
         janitor.removeStaleTemporaries(under: store.root)
         janitor.removeStaleTemporaries(under: layout.failed)
-        if let file = config.metricsFile { janitor.removeStaleTemporaries(under: (file as NSString).deletingLastPathComponent) }
+        if let file = config.metricsFile { janitor.removeStaleTemporaries(of: file) }
 
         let candidates = Candidates(incoming: layout.incoming, capacity: config.queueCapacity, settle: config.settle)
         let scanner = Scanner(incoming: layout.incoming, interval: config.poll ? config.pollInterval : config.rescanInterval,

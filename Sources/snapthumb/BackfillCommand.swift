@@ -12,7 +12,11 @@ struct BackfillCommand: ParsableCommand {
 
         Resumable: a file whose manifest already exists with the same source digest and recipe digest is skipped.
 
-        Progress goes to stderr (a bar on a terminal, a line every --progress-interval seconds otherwise), then a summary. Exit 1 if any file failed.
+        A key whose manifest was made from other source bytes fails with 'conflict' (the published manifest stays) unless --on-conflict replace.
+
+        Progress goes to stderr (a bar on a terminal, a line every --progress-interval seconds otherwise), then a summary. Exit 1 if any file failed; 2 if <dir> does not exist.
+
+        SIGINT/SIGTERM: no new file is started, files in flight finish, the summary (and --report) is written marked interrupted, exit 130 (SIGINT) or 143 (SIGTERM). Run again to do the rest.
         """
     )
 
@@ -49,18 +53,26 @@ struct BackfillCommand: ParsableCommand {
             throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
         }
         guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive (got \(progressInterval))") }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationError("\(directory) is not a directory (nothing to backfill)")
+        }
     }
 
     func run() throws {
         let pipeline = try pipelineOptions.pipeline()
         let summary: BackfillSummary
         let store: Store
+        let interruption = Interruption()
+        Signals.catchInterrupts(into: interruption, "backfill")
         do {
-            store = try Store(root: self.store)
+            store = try Store(root: self.store, onConflict: pipeline.settings.onConflict)
+            let removed = TempFiles.removeStale(under: store.root)
+            if removed > 0 { printError("backfill: removed \(removed) temp file(s) left in the store by processes that are gone") }
             let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
             let printManifests = self.printManifests
             let mode: Isolation = isolation == "threads" ? .threads : .processes(executable: selfExecutable)
-            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode).run(
+            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode, interruption: interruption).run(
                 root: directory,
                 interval: bar.interactive ? 0.2 : progressInterval,
                 onResult: { result in
@@ -83,6 +95,10 @@ struct BackfillCommand: ParsableCommand {
             throw ExitCode(1)
         }
 
+        if summary.interrupted {
+            // Workers finished their files and exited; anything a killed one left goes.
+            TempFiles.removeStale(under: store.root)
+        }
         printError(Self.summaryText(summary, store: store.root))
         if let report {
             do {
@@ -93,6 +109,7 @@ struct BackfillCommand: ParsableCommand {
                 throw ExitCode(1)
             }
         }
+        if let signal = interruption.signal { throw ExitCode(128 + signal) }
         if !summary.failures.isEmpty { throw ExitCode(1) }
     }
 
@@ -104,6 +121,10 @@ struct BackfillCommand: ParsableCommand {
         if !s.failures.isEmpty {
             let byCode = s.failedByCode.sorted { $0.key < $1.key }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
             lines.append("failed by code: \(byCode)")
+        }
+        if s.interrupted {
+            lines[0] = "interrupted: " + lines[0]
+            lines.append("interrupted: \(s.notStarted) file(s) not started; run the same command again to do the rest")
         }
         if s.ignored > 0 { lines.append("ignored \(s.ignored) dot-files, symlinks or special files") }
         lines.append("manifests: \(store)/manifests/")

@@ -21,6 +21,15 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("What budgets count: bytes, or inline (base64 length, for push payloads). [default: bytes]", valueName: "mode"))
     var budgetMode: String?
 
+    @Option(name: .long, help: ArgumentHelp("In --budget-mode inline: bytes of the whole push payload the square travels in (APNs: 4096). [default: 4096]", valueName: "bytes"))
+    var payloadLimit: Int?
+
+    @Option(name: .long, help: ArgumentHelp("In --budget-mode inline: payload bytes kept for everything but the thumbnail (a Live Activity start payload's fields, names, caption, alert). [default: \(Settings.defaultPayloadReserve)]", valueName: "bytes"))
+    var payloadReserve: Int?
+
+    @Option(name: .long, help: ArgumentHelp("A key that already has a manifest of other source bytes: refuse (failure 'conflict') or replace. Also SNAPTHUMB_ON_CONFLICT. [default: refuse]", valueName: "action"))
+    var onConflict: String?
+
     @Option(name: .long, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
     var qualityMin: Int?
 
@@ -67,11 +76,12 @@ struct PipelineOptions: ParsableArguments {
     func settings() throws -> Settings {
         var settings = Settings()
         if let config {
-            guard let data = FileManager.default.contents(atPath: config) else {
-                throw ValidationError("cannot read config file \(config)")
-            }
+            let data = try Self.readConfig(config)
             do {
-                settings = try JSONDecoder().decode(Settings.self, from: data)
+                // The "watch" object is `watch`'s own (WatchCommand reads it).
+                var document = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+                document["watch"] = nil
+                settings = try JSONDecoder().decode(Settings.self, from: JSONSerialization.data(withJSONObject: document))
             } catch let error as SnapError {
                 throw ValidationError("config file \(config): \(error.message)")
             } catch let DecodingError.typeMismatch(type, context), let DecodingError.valueNotFound(type, context) {
@@ -93,6 +103,15 @@ struct PipelineOptions: ParsableArguments {
                 throw ValidationError("--budget-mode must be bytes or inline (got '\(budgetMode)')")
             }
             settings.budgetMode = mode
+        }
+        if let payloadLimit { settings.payloadLimit = payloadLimit }
+        if let payloadReserve { settings.payloadReserve = payloadReserve }
+        if let (text, source) = onConflict.map({ ($0, "--on-conflict") })
+            ?? ProcessInfo.processInfo.environment["SNAPTHUMB_ON_CONFLICT"].map({ ($0, "SNAPTHUMB_ON_CONFLICT") }) {
+            guard let policy = ConflictPolicy(rawValue: text.lowercased()) else {
+                throw ValidationError("\(source) must be refuse or replace (got '\(text)')")
+            }
+            settings.onConflict = policy
         }
         if let qualityMin { settings.square.qualityMin = qualityMin }
         if let qualityMax { settings.square.qualityMax = qualityMax }
@@ -124,6 +143,18 @@ struct PipelineOptions: ParsableArguments {
         }
         do { try settings.validate() } catch let error as SnapError { throw ValidationError(error.message) }
         return settings
+    }
+
+    /// A config file's bytes, checked to be strict JSON (no trailing commas or
+    /// duplicate keys); the error names the file, line and column.
+    static func readConfig(_ path: String) throws -> Data {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("cannot read config file \(path)")
+        }
+        do { try StrictJSON.check(data) } catch let error as SnapError {
+            throw ValidationError("config file \(path):\(error.message)")
+        }
+        return data
     }
 
     private func parseBudget(_ text: String, flag: String) throws -> Int? {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbRunner
 
 struct ProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -9,7 +10,9 @@ struct ProcessCommand: ParsableCommand {
         discussion: """
         Each file's key is its file name, so 'snaps/a.jpg' is published as <store>/manifests/a.jpg.json.
 
-        Each manifest is printed on stdout as one JSON line; each failure goes to stderr as '<file>: <code>: <message>', and nothing of a failed file is left in the store.
+        Each manifest is printed on stdout as one JSON line; each failure goes to stderr as '<file>: <code>: <message>', and nothing of a failed file is left in the store. The same key with the same source bytes again is a repeat (noted on stderr); with other bytes it fails with 'conflict' unless --on-conflict replace.
+
+        SIGINT/SIGTERM: the file in progress finishes, the rest are not started; exit 130 (SIGINT) or 143 (SIGTERM).
         """
     )
 
@@ -25,21 +28,35 @@ struct ProcessCommand: ParsableCommand {
     func run() throws {
         let pipeline = try pipelineOptions.pipeline()
         let store: Store
-        do { store = try Store(root: self.store) } catch let error as SnapError {
+        do { store = try Store(root: self.store, onConflict: pipeline.settings.onConflict) } catch let error as SnapError {
             printError("\(self.store): \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
+        let interruption = Interruption()
+        Signals.catchInterrupts(into: interruption, "process")
         var failed = false
+        var done = 0
         for file in files {
+            if interruption.signal != nil { break }
             do {
                 let key = (file as NSString).lastPathComponent
                 let upload = try pipeline.process(file: file, key: key)
-                try store.commit(upload)
+                switch try store.commit(upload) {
+                case .created: break
+                case .repeated: printError("\(file): repeat: \(key) is already published from the same source bytes")
+                case .replaced(let previous):
+                    printError("\(file): replaced: \(key) was \(previous), now \(upload.manifest.source.digest) (--on-conflict replace)")
+                }
                 printOut(String(decoding: upload.manifest.json(), as: UTF8.self))
             } catch let error as SnapError {
                 failed = true
                 printError("\(file): \(error.code.rawValue): \(error.message)")
             }
+            done += 1
+        }
+        if let signal = interruption.signal {
+            printError("process: interrupted: \(done) of \(files.count) file(s) done; \(files.count - done) not started")
+            throw ExitCode(128 + signal)
         }
         if failed { throw ExitCode(1) }
     }

@@ -91,9 +91,7 @@ struct WatchCommand: AsyncParsableCommand {
         let configPath = pipelineOptions.config ?? environment["SNAPTHUMB_CONFIG"]
         var file: (path: String, values: [String: String])?
         if let configPath {
-            guard let data = FileManager.default.contents(atPath: configPath) else {
-                throw ValidationError("cannot read config file \(configPath)")
-            }
+            let data = try PipelineOptions.readConfig(configPath)
             let document: ConfigDocument
             do { document = try JSONDecoder().decode(ConfigDocument.self, from: data) } catch {
                 throw ValidationError("config file \(configPath): \"watch\" must be an object of settings whose values are strings, numbers or booleans")

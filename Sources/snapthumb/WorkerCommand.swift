@@ -18,6 +18,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Settings as JSON (the config-file format).")
     var settingsJson: String
 
+    @Option(name: .long, help: "refuse or replace (see --on-conflict).")
+    var onConflict: String = "refuse"
+
     @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds.", valueName: "ms"))
     var commitDelayMs: Double = defaultGroupCommitDelay * 1000
 
@@ -25,6 +28,7 @@ struct WorkerCommand: ParsableCommand {
         // A worker is part of its backfill or bench: if that dies (even by kill -9),
         // so does the worker, exactly as if the whole run had been killed.
         guard POSIX.dieWithParent() else { throw ExitCode(1) }
+        Signals.ignoreInterrupts()
         let settings: Settings
         do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJson.utf8)) } catch {
             throw ValidationError("--settings-json: \(error)")
@@ -33,7 +37,7 @@ struct WorkerCommand: ParsableCommand {
         let store: Store
         do {
             pipeline = try Pipeline(settings: settings)
-            store = try Store(root: self.store)
+            store = try Store(root: self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse)
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)

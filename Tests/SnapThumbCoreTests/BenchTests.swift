@@ -27,7 +27,7 @@ struct BenchTests {
     @Test("budget accounting counts encodes, bytes and anything over budget")
     func variantStats() {
         func variant(bytes: Int, budget: Int?, encodes: Int) -> VariantBrief {
-            VariantBrief(Variant(digest: "sha256:00", path: "p", mediaType: "image/jpeg", width: 100, height: 100, bytes: bytes,
+            VariantBrief(Variant(digest: "sha256:00", path: "p", mediaType: "image/jpeg", width: 100, height: 100, bytes: bytes, base64Length: nil,
                     budget: budget, budgetMode: .bytes, quality: 80, colours: nil, palette: nil, dither: nil,
                     encodes: encodes, degraded: false))
         }

@@ -2,15 +2,16 @@ import Foundation
 import VipsKit
 
 extension PipelineStep {
-    /// square100: the highest JPEG quality in range whose encoding fits the budget.
+    /// square100: the highest JPEG quality in range whose encoding fits the budget
+    /// (inline: the push payload's room, see `Settings.squareBudget`).
     static let encodeWithinBudget = PipelineStep(name: "encode within budget") { snap in
-        let square = snap.settings.square, rgb = snap.square
+        let square = snap.settings.square, rgb = snap.square, limit = snap.settings.squareBudget
         let jpeg = try JPEGBudgetSearch.fit(
             range: square.qualityMin...square.qualityMax,
-            budget: square.budget.map { Budget(limit: $0, mode: snap.settings.budgetMode) },
+            budget: limit.map { Budget(limit: $0, mode: snap.settings.budgetMode) },
             encode: { try JPEG.encode(rgb: rgb, width: square.size, height: square.size, quality: $0) })
         snap.encoded.append(EncodedVariant(name: "square100", fitted: jpeg, mediaType: "image/jpeg", side: square.size,
-                                           budget: square.budget))
+                                           budget: limit))
     }
 }
 

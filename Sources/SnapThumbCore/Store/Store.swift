@@ -34,13 +34,18 @@ public enum StoreKey {
 /// A reader never sees a manifest whose blobs are missing or partial: blobs
 /// are written to a temp file in their final directory, fsynced, linked into
 /// place without replacing anything, and their directory fsynced; the manifest
-/// is then renamed into place atomically and its directory fsynced.
+/// is then linked into place (create-only, so two workers cannot both publish a
+/// key) and its directory fsynced. When the key already has a manifest,
+/// `KeyConflict.decide` says whether it is a repeat, a re-derive or a conflict.
 public struct Store: Sendable {
     public let root: String
+    /// What a publish does when the key has a manifest of other source bytes.
+    public let onConflict: ConflictPolicy
 
     /// Opens (creating if needed) a store at `root`.
-    public init(root: String) throws {
+    public init(root: String, onConflict: ConflictPolicy = .refuse) throws {
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        self.onConflict = onConflict
         try Durable.makeDirectories(self.root + "/blobs/sha256")
         try Durable.makeDirectories(self.root + "/manifests")
     }
@@ -56,16 +61,38 @@ public struct Store: Sendable {
         return try? Manifest.decode(Data(bytes))
     }
 
-    /// Stores the blobs, then publishes the manifest. On failure, the blobs this
-    /// call created are removed again, so a failed upload leaves nothing behind.
-    public func commit(_ upload: ProcessedUpload) throws {
+    /// Stores the blobs, then publishes the manifest. On failure (a `conflict`
+    /// too), the blobs this call created are removed again, so a failed upload
+    /// leaves nothing behind.
+    @discardableResult
+    public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
         let manifestPath = try manifestPath(for: upload.manifest.key)
         let created = try putAll(upload.blobs, sync: true)
         do {
-            try publish(upload.manifest, at: manifestPath, sync: true)
+            return try publish(upload.manifest, at: manifestPath, sync: true)
         } catch {
             for path in created { unlink(path) }
             throw error
+        }
+    }
+
+    /// Moves a complete temp manifest to `path` without ever replacing a manifest
+    /// that `KeyConflict.decide` says to keep: link(2) creates only; on EEXIST the
+    /// existing manifest is read and compared. The temp file is gone afterwards.
+    func place(_ temp: String, at path: String, _ manifest: Manifest) throws -> PublishOutcome {
+        defer { unlink(temp) }
+        if link(temp, path) == 0 { return .created }
+        guard errno == EEXIST else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
+        let existing = (try? Durable.readIfExists(path)).flatMap { $0 }.flatMap { try? Manifest.decode(Data($0)) }
+        switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
+        case .keep:
+            return .repeated
+        case .refuse(let error):
+            throw error
+        case .overwrite(let previous):
+            guard rename(temp, path) == 0 else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
+            if let previous { return .replaced(previous: previous) }
+            return existing == nil ? .created : .repeated
         }
     }
 
@@ -117,10 +144,12 @@ public struct Store: Sendable {
     /// after the next one. Returns one result per upload, in order.
     public func renameIntoPlace(_ staged: [Staged]) -> [SnapError?] {
         staged.map { item in
-            guard rename(item.manifestTemp, item.manifestPath) != 0 else { return nil }
-            let error = SnapError.io("cannot publish manifest", item.manifestPath, errno: errno)
-            unlink(item.manifestTemp)
-            return error
+            do {
+                _ = try place(item.manifestTemp, at: item.manifestPath, item.upload.manifest)
+                return nil
+            } catch {
+                return error as? SnapError ?? SnapError(.io, "\(error)")
+            }
         }
     }
 
@@ -212,17 +241,14 @@ public struct Store: Sendable {
         manifest.json(pretty: true) + Data("\n".utf8)
     }
 
-    private func publish(_ manifest: Manifest, at path: String, sync: Bool) throws {
+    private func publish(_ manifest: Manifest, at path: String, sync: Bool) throws -> PublishOutcome {
         let json = manifestFile(manifest)
         let directory = (path as NSString).deletingLastPathComponent
         try Durable.makeDirectories(directory)
         let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
         try Durable.writeNew(temp, [UInt8](json), sync: sync)
-        guard rename(temp, path) == 0 else {
-            let code = errno
-            unlink(temp)
-            throw SnapError.io("cannot publish manifest", path, errno: code)
-        }
+        let outcome = try place(temp, at: path, manifest)
         if sync { try Durable.fsyncDirectory(directory) }
+        return outcome
     }
 }

@@ -1,0 +1,53 @@
+import Foundation
+
+/// What to do when an upload's key already has a manifest made from different source bytes.
+public enum ConflictPolicy: String, Sendable, Codable, CaseIterable {
+    /// Refuse the new upload (failure code `conflict`); the published manifest stays.
+    case refuse
+    /// Publish the new content over the old manifest (both digests are logged).
+    case replace
+}
+
+/// How a publish ended.
+public enum PublishOutcome: Sendable, Equatable {
+    /// The key had no manifest.
+    case created
+    /// The same source bytes again: a harmless repeat (the manifest is rewritten
+    /// only when the recipe changed, which re-derives the outputs).
+    case repeated
+    /// `--on-conflict replace`: a manifest of other source bytes, digest `previous`, was replaced.
+    case replaced(previous: String)
+}
+
+/// The one place that decides what a publish does with an existing manifest, for
+/// every store backend: a directory store links its manifest into place (create-only)
+/// and an object store puts it with `If-None-Match: *`; on "already exists" both
+/// read the existing manifest and ask `decide`.
+public enum KeyConflict {
+    public enum Decision: Sendable, Equatable {
+        /// Nothing to do: same source and same recipe.
+        case keep
+        /// Write over it: same source with another recipe, an unreadable manifest,
+        /// or `replace` of other source bytes (then `previous` is its digest).
+        case overwrite(previous: String?)
+        /// Refuse: other source bytes under `refuse`.
+        case refuse(SnapError)
+    }
+
+    /// - Parameter existing: the published manifest, or nil when it does not parse.
+    public static func decide(existing: Manifest?, new: Manifest, policy: ConflictPolicy) -> Decision {
+        guard let existing else { return .overwrite(previous: nil) }
+        if existing.source.digest == new.source.digest {
+            return existing.recipe.digest == new.recipe.digest ? .keep : .overwrite(previous: nil)
+        }
+        switch policy {
+        case .replace: return .overwrite(previous: existing.source.digest)
+        case .refuse: return .refuse(conflict(key: new.key, existing: existing.source.digest, new: new.source.digest))
+        }
+    }
+
+    /// The `conflict` failure, naming both digests.
+    public static func conflict(key: String, existing: String, new: String) -> SnapError {
+        SnapError(.conflict, "key \"\(key)\" already has a manifest made from other source bytes (published \(existing), this upload \(new)); the published one is kept (--on-conflict replace publishes the new one instead)")
+    }
+}
