@@ -10,6 +10,9 @@ public enum StoreVerifier {
         public var manifests = 0
         /// One line per problem: `<path>: <what is wrong>`.
         public var problems: [String] = []
+        /// Not errors: `<path>: <what>` for SnapThumb temp files left by a
+        /// process that stopped mid-write (the next backfill or watch removes them).
+        public var warnings: [String] = []
         public var isClean: Bool { problems.isEmpty }
     }
 
@@ -23,6 +26,11 @@ public enum StoreVerifier {
         }
         for sub in ["blobs/sha256", "manifests"] where !FileManager.default.fileExists(atPath: "\(root)/\(sub)") {
             report.problems.append("\(root)/\(sub): missing (is this a SnapThumb store?)")
+        }
+
+        for temp in TempFiles.find(under: root) {
+            let state = TempFiles.isAlive(pid: temp.pid) ? "process \(temp.pid) is still running" : "its process \(temp.pid) is gone"
+            report.warnings.append("\(temp.path): stray temp file (\(state); backfill and watch remove stale ones at start)")
         }
 
         // Blobs: the name is the SHA-256 of the content, under its first two hex digits.

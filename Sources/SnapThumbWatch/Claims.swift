@@ -48,15 +48,16 @@ struct Claims: Sendable {
     }
 
     /// After the manifest is published: the source moves to `done/` (or is deleted).
-    func complete(_ name: String, key: String, delete: Bool) throws {
+    /// A source already in `done/` under that name is never overwritten: the new
+    /// one gets a distinct name (`a~2.jpg`). Returns the name used in `done/`.
+    @discardableResult
+    func complete(_ name: String, key: String, delete: Bool) throws -> String? {
         let claim = "\(mine)/\(name)"
         if delete {
             guard unlink(claim) == 0 else { throw FileOps.error("cannot delete processed upload", claim) }
-        } else {
-            guard rename(claim, "\(layout.done)/\(key)") == 0 else {
-                throw FileOps.error("cannot move processed upload to", "\(layout.done)/\(key)")
-            }
+            return nil
         }
+        return try FileOps.moveWithoutReplacing(claim, into: layout.done, name: key)
     }
 
     /// Gives a claim back to `incoming/` unchanged (transient failure, or drain timeout).

@@ -36,6 +36,26 @@ enum FileOps {
         if code != 0 { errno = code; throw error("cannot read directory", directory) }
     }
 
+    /// Moves `path` into `directory` under `name`, or, when that name is taken
+    /// (or `taken` says so), under `<stem>~2<.ext>`, `~3`… : never over another
+    /// file. link(2) then unlink(2), since rename(2) replaces. Returns the name used.
+    static func moveWithoutReplacing(_ path: String, into directory: String, name: String,
+                                     taken: (String) -> Bool = { _ in false }) throws -> String {
+        let ext = (name as NSString).pathExtension
+        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        for n in 1...10_000 {
+            let candidate = n == 1 ? name : "\(stem)~\(n)\(ext.isEmpty ? "" : "." + ext)"
+            if taken(candidate) { continue }
+            let target = "\(directory)/\(candidate)"
+            if link(path, target) == 0 {
+                unlink(path)
+                return candidate
+            }
+            if errno != EEXIST { throw error("cannot move \(path) to", target) }
+        }
+        throw SnapError(.io, "cannot move \(path) into \(directory): 10000 files named like \(name) are there")
+    }
+
     struct Status: Equatable {
         var size: Int
         var mtime: Double

@@ -55,6 +55,7 @@ struct Processor: Sendable {
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + config.imageTimeout, execute: timer)
         var outcome: Result<ProcessedUpload, SnapError>
+        var published = PublishOutcome.created
         do {
             if let stall = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_STALL_KEY"], stall == key {
                 while true { sleep(3600) }  // tests only: an image that never finishes
@@ -69,7 +70,7 @@ struct Processor: Sendable {
             // finished past its limit anyway is treated the same, so the outcome never
             // depends on which step the timer happened to interrupt.
             if inFlight.timedOut(job) { throw SnapError(.timeout, "") }
-            try store.commit(upload)
+            published = try store.commit(upload)
             outcome = .success(upload)
         } catch let error as SnapError {
             outcome = .failure(error)
@@ -88,9 +89,20 @@ struct Processor: Sendable {
         switch outcome {
         case .success(let upload):
             meta["snap.digest"] = "\(upload.manifest.source.digest)"
+            switch published {
+            case .created: break
+            case .repeated: meta["snap.note"] = "repeat: this key was already published from the same source bytes"
+            case .replaced(let previous):
+                meta["snap.previous_digest"] = "\(previous)"
+                meta["snap.note"] = "replaced the manifest of other source bytes (on-conflict replace)"
+            }
             var moveError: SnapError?
             let stillMine = inFlight.finish(name) {
-                do { try claims.complete(name, key: key, delete: config.afterSuccess == .delete) } catch let e as SnapError {
+                do {
+                    if let done = try claims.complete(name, key: key, delete: config.afterSuccess == .delete), done != key {
+                        meta["snap.done_name"] = "\(done)"
+                    }
+                } catch let e as SnapError {
                     moveError = e
                 } catch {}
             }
@@ -98,7 +110,7 @@ struct Processor: Sendable {
             metrics.latency.recordNanoseconds(Int64(nanos))
             metrics.bytesWritten.increment(by: upload.blobs.reduce(0) { $0 + $1.bytes.count })
             succeeded()
-            meta["snap.result"] = "ok"
+            meta["snap.result"] = published == .repeated ? "repeat" : "ok"
             if let moveError {
                 // The manifest is published; the source stays claimed and is redone (idempotently) later.
                 meta["snap.error"] = "\(moveError.message)"

@@ -28,28 +28,41 @@ struct Quarantine: Sendable {
     let layout: Layout
     let logger: Logger
 
-    /// Moves `claim` to `failed/<key>` with its error record. False if the claim was gone.
+    /// Moves `claim` to `failed/<key>` with its error record; a name already in
+    /// `failed/` is never overwritten (the upload gets a distinct one, `a~2.jpg`
+    /// with `a~2.jpg.error.json`). False if the claim was gone.
     @discardableResult
     func quarantine(claim: String, key: String, error: SnapError, attempts: Int, worker: String) -> Bool {
         let record = ErrorRecord(key: key, code: error.code.rawValue, message: error.message,
                                    time: ISO8601DateFormatter().string(from: Date()), attempts: max(1, attempts), worker: worker)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let failed = layout.failed
+        func taken(_ name: String) -> Bool {
+            FileOps.status("\(failed)/\(name)") != nil || FileOps.status("\(failed)/\(name).error.json") != nil
+        }
         do {
             let json = try encoder.encode(record) + Data("\n".utf8)
-            try FileOps.writeAtomically([UInt8](json), to: "\(layout.failed)/\(key).error.json")
+            // The record first, under the name the upload will take: a crash in
+            // between leaves the upload claimed (retried later), never lost.
+            var name = key
+            for n in 2...10_001 where taken(name) {
+                let ext = (key as NSString).pathExtension
+                name = ext.isEmpty ? "\(key)~\(n)" : "\(key.dropLast(ext.count + 1))~\(n).\(ext)"
+            }
+            try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(name).error.json")
+            guard FileOps.status(claim) != nil else { unlink("\(failed)/\(name).error.json"); return false }
+            let used = try FileOps.moveWithoutReplacing(claim, into: failed, name: name) { $0 != name && taken($0) }
+            if used != name {
+                // Another worker took the name meanwhile: the record follows the upload.
+                try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(used).error.json")
+            }
         } catch {
-            logger.error("cannot write the error record; the upload stays claimed", metadata: [
+            logger.error("cannot quarantine the upload; it stays claimed", metadata: [
                 "snap.key": "\(key)", "snap.error": "\(error)"])
             return false
         }
-        guard rename(claim, "\(layout.failed)/\(key)") == 0 else {
-            if errno != ENOENT {
-                logger.error("cannot move a failed upload to failed/", metadata: ["snap.key": "\(key)", "snap.errno": "\(errno)"])
-            }
-            return false
-        }
-        FileOps.fsyncDirectory(layout.failed)
+        FileOps.fsyncDirectory(failed)
         return true
     }
 }

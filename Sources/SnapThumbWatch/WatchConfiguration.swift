@@ -17,6 +17,9 @@ public struct WatchConfiguration: Sendable {
     public var jobs = ProcessInfo.processInfo.activeProcessorCount
     /// The name of this worker's claim directory; nil means `<host>.<pid>`.
     public var workerID: String?
+    /// Create the upload directory if it is missing (otherwise that is a start-up error: a typo must not
+    /// start a worker that watches an empty directory nobody writes to).
+    public var create = false
     /// Rescan every `pollInterval` instead of using inotify (NFS and other network file systems).
     public var poll = false
     public var pollInterval = 2.0
@@ -59,7 +62,7 @@ public struct WatchConfiguration: Sendable {
     }
 
     static let keys: [Key] = [
-        "store", "jobs", "worker-id", "poll", "poll-interval", "settle", "rescan-interval", "image-timeout",
+        "store", "jobs", "worker-id", "create", "poll", "poll-interval", "settle", "rescan-interval", "image-timeout",
         "drain-timeout", "lease-timeout", "max-attempts", "after-success", "done-retention", "metrics-file",
         "metrics-interval", "log-level", "queue-capacity",
     ].map { flag in
@@ -127,10 +130,11 @@ public struct WatchConfiguration: Sendable {
             }
             c.workerID = text
         }
-        if let (text, source) = lookup(key("poll")) {
+        for (flag, path) in [("poll", \WatchConfiguration.poll), ("create", \WatchConfiguration.create)] {
+            guard let (text, source) = lookup(key(flag)) else { continue }
             switch text.lowercased() {
-            case "1", "true", "yes", "on": c.poll = true
-            case "0", "false", "no", "off", "": c.poll = false
+            case "1", "true", "yes", "on": c[keyPath: path] = true
+            case "0", "false", "no", "off", "": c[keyPath: path] = false
             default: throw WatchConfigError("\(source) must be true or false (got '\(text)')")
             }
         }
@@ -148,6 +152,24 @@ public struct WatchConfiguration: Sendable {
             c.logLevel = level
         }
         return c
+    }
+
+    /// Checks, before any work, the paths that must already exist: the upload
+    /// directory (unless `create`) and the metrics file's directory.
+    public func checkPaths() throws {
+        func isDirectory(_ path: String) -> Bool {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+        }
+        if !create, !isDirectory(uploadDirectory) {
+            throw WatchConfigError("upload directory \(uploadDirectory) does not exist; create it, or pass --create to have watch create it")
+        }
+        if let metricsFile {
+            let directory = (metricsFile as NSString).deletingLastPathComponent
+            if !isDirectory(directory.isEmpty ? "." : directory) {
+                throw WatchConfigError("the directory of the metrics file \(metricsFile) does not exist (node_exporter's textfile directory?); create it or fix --metrics-file")
+            }
+        }
     }
 
     /// Seconds from "1.5", "500ms", "10s", "5m", "2h" or "7d".

@@ -43,7 +43,7 @@ public final class WatchService: Service, @unchecked Sendable {
         let store: Store
         do {
             try layout.create()
-            store = try Store(root: config.store)
+            store = try Store(root: config.store, onConflict: pipeline.settings.onConflict)
         } catch let error as SnapError {
             throw WatchConfigError("cannot prepare the directories: \(error.message)")
         }

@@ -7,7 +7,7 @@ struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check a store: re-hash every blob, validate every manifest and the blobs it names.",
-        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any."
+        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any. Stray temp files (left by a process that stopped mid-write) are warnings on stderr, 'warning: <path>: …', and do not change the exit status."
     )
 
     @Argument(help: ArgumentHelp("Store directory.", valueName: "store"))
@@ -20,7 +20,9 @@ struct VerifyCommand: ParsableCommand {
             throw ExitCode(1)
         }
         for problem in report.problems { printOut(problem) }
-        let verdict = report.isClean ? "ok" : "\(report.problems.count) problem(s)"
+        for warning in report.warnings { printError("warning: \(warning)") }
+        var verdict = report.isClean ? "ok" : "\(report.problems.count) problem(s)"
+        if !report.warnings.isEmpty { verdict += ", \(report.warnings.count) warning(s)" }
         printError("verify: \(report.blobs) blobs, \(report.manifests) manifests: \(verdict)")
         if !report.isClean { throw ExitCode(1) }
     }

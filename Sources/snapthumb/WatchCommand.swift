@@ -12,6 +12,8 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
         Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in; files written in place are taken once stable for --settle). Each is claimed by an atomic rename into processing/<worker-id>/, so several workers can share one directory. After its manifest is published the source moves to done/ (or is deleted: --after-success delete); a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store full or read-only) go back to incoming/ and are retried with backoff.
 
+        The upload directory must exist (exit 2 otherwise) unless --create is given; so must the --metrics-file's directory. A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
+
         SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
 
         Every option can also be set as SNAPTHUMB_<NAME> (e.g. SNAPTHUMB_DRAIN_TIMEOUT=25s) or in the --config file's "watch" object (e.g. "drainTimeout": "25s"); flags win over the environment, which wins over the file. Durations: 500ms, 10s, 5m, 2h, 7d, or plain seconds.
@@ -29,6 +31,9 @@ struct WatchCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("This worker's name in processing/. [default: <host>.<pid>]", valueName: "id"))
     var workerID: String?
+
+    @Flag(name: .long, help: "Create the upload directory if it does not exist (without it, a missing one is an error).")
+    var create = false
 
     @Flag(name: .long, help: "Rescan every --poll-interval instead of using inotify (NFS and other network file systems).")
     var poll = false
@@ -79,7 +84,7 @@ struct WatchCommand: AsyncParsableCommand {
     func watchConfiguration() throws -> WatchConfiguration {
         var flags: [String: String] = [:]
         let given: [(String, String?)] = [
-            ("store", store), ("jobs", jobs), ("worker-id", workerID), ("poll", poll ? "true" : nil),
+            ("store", store), ("jobs", jobs), ("worker-id", workerID), ("create", create ? "true" : nil), ("poll", poll ? "true" : nil),
             ("poll-interval", pollInterval), ("settle", settle), ("rescan-interval", rescanInterval),
             ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("lease-timeout", leaseTimeout),
             ("max-attempts", maxAttempts), ("after-success", afterSuccess), ("done-retention", doneRetention),
@@ -99,7 +104,9 @@ struct WatchCommand: AsyncParsableCommand {
             if let watch = document.watch { file = (configPath, watch.mapValues(\.text)) }
         }
         do {
-            return try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
+            let config = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
+            try config.checkPaths()
+            return config
         } catch let error as WatchConfigError {
             throw ValidationError(error.description)
         }
