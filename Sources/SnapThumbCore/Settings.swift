@@ -31,9 +31,10 @@ public struct Settings: Sendable, Equatable, Codable {
 
     public init() {}
 
-    /// Room for a Live Activity start payload without its thumbnail: measured at
-    /// 700–760 bytes with a 30-character sender name of emoji and a 40-character caption
-    /// (Tests: LiveActivityPayloadTests), plus room for longer ids and alert text.
+    /// Room for a Live Activity start payload without its thumbnail: the README's
+    /// example is 665 bytes with a 30-character sender name with emoji and a
+    /// 40-character caption (LiveActivityPayloadTests); the rest is room for longer
+    /// ids and alert text, while the thumbnail keeps 3196 base64 characters.
     public static let defaultPayloadReserve = 900
 
     /// The square's budget as applied: in `inline` mode its base64 must also fit the
