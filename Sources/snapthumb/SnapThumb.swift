@@ -17,9 +17,9 @@ struct SnapThumb: ParsableCommand {
           <store>/blobs/sha256/<2 hex>/<64 hex>   output bytes, stored once
           <store>/manifests/<key>.json            one manifest per upload
 
-        Exit status: 0 all succeeded; 1 some input failed (verify: problems found); 2 usage error.
+        Exit status: 0 all succeeded; 1 some input failed (verify: problems found); 2 usage error (before any work); 130/143 backfill or process interrupted by SIGINT/SIGTERM.
 
-        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, io, timeout, poison, internal.
+        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, io, conflict, timeout, poison, internal.
 
         Examples:
           snapthumb process snap.jpg --store ./store
