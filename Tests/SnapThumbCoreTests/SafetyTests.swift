@@ -4,6 +4,8 @@ import Glibc
 import Foundation
 import Testing
 @testable import SnapThumbCore
+import SnapThumbRunner
+import SnapThumbVerify
 import VipsKit
 
 /// Issue 13: key conflicts, interrupted runs, stray temp files, strict configs.
