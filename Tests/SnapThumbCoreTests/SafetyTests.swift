@@ -56,6 +56,34 @@ struct SafetyTests {
         #expect(try store.manifest(for: "k.jpg")?.source.digest == b.manifest.source.digest)
     }
 
+    @Test func twoWorkersRacingOnOneKeyPublishExactlyOnceAndTheOtherGetsAConflict() throws {
+        let a = try Fixtures.pipeline().process(file: Fixtures.sample("snaps/grey.jpg"), key: "race.jpg")
+        let b = try Fixtures.pipeline().process(file: Fixtures.sample("snaps/tiny.png"), key: "race.jpg")
+        final class Outcomes: @unchecked Sendable {
+            let lock = NSLock()
+            var won: [String] = [], refused = 0
+        }
+        for _ in 0..<20 {
+            let root = Fixtures.tempDirectory()
+            defer { Fixtures.remove(root) }
+            let store = try Store(root: root)
+            let outcomes = Outcomes()
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                let upload = i == 0 ? a : b
+                do {
+                    _ = try store.commit(upload)
+                    outcomes.lock.withLock { outcomes.won.append(upload.manifest.source.digest) }
+                } catch let error as SnapError where error.code == .conflict {
+                    outcomes.lock.withLock { outcomes.refused += 1 }
+                } catch {
+                    Issue.record("unexpected \(error)")
+                }
+            }
+            #expect(outcomes.won.count == 1 && outcomes.refused == 1)
+            #expect(try store.manifest(for: "race.jpg")?.source.digest == outcomes.won.first)
+        }
+    }
+
     @Test func processReportsARepeatRefusesAConflictAndReplacesOnlyWhenAsked() throws {
         let dir = Fixtures.tempDirectory(), store = Fixtures.tempDirectory()
         defer { Fixtures.remove(dir); Fixtures.remove(store) }
