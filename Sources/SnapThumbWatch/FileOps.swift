@@ -24,7 +24,7 @@ enum FileOps {
             }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = Paths.parent(of: path)
         if !parent.isEmpty, parent != path { try makeDirectory(parent) }
         if mkdir(path, 0o755) != 0, errno != EEXIST { throw error("cannot create directory", path) }
     }

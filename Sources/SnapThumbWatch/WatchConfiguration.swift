@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 import Logging
 
 /// Everything `snapthumb watch` can be told, with its defaults. Built once by
@@ -165,7 +166,7 @@ public struct WatchConfiguration: Sendable {
             throw WatchConfigError("upload directory \(uploadDirectory) does not exist; create it, or pass --create to have watch create it")
         }
         if let metricsFile {
-            let directory = (metricsFile as NSString).deletingLastPathComponent
+            let directory = Paths.parent(of: metricsFile)
             if !isDirectory(directory.isEmpty ? "." : directory) {
                 throw WatchConfigError("the directory of the metrics file \(metricsFile) does not exist (node_exporter's textfile directory?); create it or fix --metrics-file")
             }

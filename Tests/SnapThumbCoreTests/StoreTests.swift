@@ -149,3 +149,35 @@ struct StoreTests {
         #expect(try FileWalker.regularFiles(under: "\(root)/blobs").files.isEmpty)
     }
 }
+
+@Suite("Paths")
+struct PathsTests {
+    @Test("parent(of:) is dirname without its dot, and never traps on a one-character name")
+    func parent() {
+        #expect(Paths.parent(of: "s") == "")
+        #expect(Paths.parent(of: "ab") == "")
+        #expect(Paths.parent(of: "a/b") == "a")
+        #expect(Paths.parent(of: "a/b/") == "a")
+        #expect(Paths.parent(of: "./s") == ".")
+        #expect(Paths.parent(of: "/a") == "/")
+        #expect(Paths.parent(of: "/") == "/")
+        #expect(Paths.parent(of: "x//y") == "x")
+    }
+
+    @Test("a store and an input with one-character relative names work from the current directory")
+    func oneCharacterNames() throws {
+        let work = Fixtures.tempDirectory("snapthumb-onechar")
+        defer { Fixtures.remove(work) }
+        try FileManager.default.copyItem(atPath: Fixtures.sample("snaps/tiny.png"), toPath: "\(work)/a")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["process", "a", "--store", "s"]
+        process.currentDirectoryURL = URL(fileURLWithPath: work)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        #expect(FileManager.default.fileExists(atPath: "\(work)/s/manifests/a.json"))
+    }
+}

@@ -33,7 +33,7 @@ public enum AtomicFile {
     /// directory, fsync, rename over `path`, then (best effort: the rename is
     /// already atomic) an fsync of the directory.
     public static func write(_ bytes: [UInt8], to path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: path)
         let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
         try Durable.writeNew(temp, bytes)
         guard rename(temp, path) == 0 else {
@@ -46,6 +46,23 @@ public enum AtomicFile {
 
     /// fsync of a directory, best effort.
     public static func syncDirectory(_ path: String) { try? Durable.fsyncDirectory(path) }
+}
+
+/// Path arithmetic on plain strings. Foundation's `NSString.deletingLastPathComponent`
+/// traps on Linux for a one-character name without a slash (`--store s`), so the
+/// store, the watcher and the commands use this instead.
+public enum Paths {
+    /// The directory part of `path`, as `dirname` without its "." for a bare name:
+    /// "a/b" → "a", "/a" → "/", "a" → "", "a/b/" → "a".
+    public static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+        if slash == trimmed.startIndex { return "/" }
+        var parent = trimmed[..<slash]
+        while parent.count > 1, parent.hasSuffix("/") { parent = parent.dropLast() }
+        return String(parent)
+    }
 }
 
 /// Durable file operations: every write is fsynced, and so is the directory
@@ -90,7 +107,7 @@ public enum Durable {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw SnapError(.io, "\(path) exists and is not a directory") }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = Paths.parent(of: path)
         if !parent.isEmpty, parent != path { try makeDirectories(parent, sync: sync) }
         if mkdir(path, 0o755) != 0 {
             if errno == EEXIST { return }

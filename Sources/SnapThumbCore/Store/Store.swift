@@ -113,7 +113,7 @@ public struct Store: Sendable {
     public func stage(_ upload: ProcessedUpload) throws -> Staged {
         let path = try manifestPath(for: upload.manifest.key)
         for blob in upload.blobs { try put(blob, sync: false) }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: path)
         try Durable.makeDirectories(directory, sync: false)
         let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
         try Durable.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
@@ -199,7 +199,7 @@ public struct Store: Sendable {
     @discardableResult
     public func put(_ blob: Blob, sync: Bool = true) throws -> Bool {
         let path = "\(root)/\(blob.path)"
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: path)
         if access(path, F_OK) == 0 { return try verifyExisting(path, blob, sync: sync) }
         // Unsynced, a new fan-out directory is made durable by the same sync as
         // the blob (in a fresh store, each of up to 256 fsyncs waited for a device
@@ -224,7 +224,7 @@ public struct Store: Sendable {
         let existing = try Durable.readIfExists(path)
         if existing == blob.bytes { return false }
         if let existing, SHA256.hex(existing) == blob.hex { return false }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: path)
         let temp = Durable.tempPath(in: directory, for: blob.hex)
         try Durable.writeNew(temp, blob.bytes, sync: sync)
         guard rename(temp, path) == 0 else {
@@ -243,7 +243,7 @@ public struct Store: Sendable {
 
     private func publish(_ manifest: Manifest, at path: String, sync: Bool) throws -> PublishOutcome {
         let json = manifestFile(manifest)
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: path)
         try Durable.makeDirectories(directory)
         let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
         try Durable.writeNew(temp, [UInt8](json), sync: sync)

@@ -63,7 +63,7 @@ public enum TempFiles {
     /// names: that directory is usually shared with other programs.
     @discardableResult
     public static func removeStale(of file: String) -> Int {
-        let directory = (file as NSString).deletingLastPathComponent
+        let directory = Paths.parent(of: file)
         let ownName = (file as NSString).lastPathComponent.prefix(40)
         var stale: [String] = []
         _ = POSIX.forEachName(in: directory.isEmpty ? "." : directory) { name in
