@@ -66,6 +66,13 @@ let package = Package(
             name: "SnapThumbTesting",
             dependencies: ["SnapThumbCore", "SnapThumbRunner"]
         ),
+        // The bucket store: S3-compatible object storage (AWS S3, Google Cloud
+        // Storage's XML API, MinIO), signed with AWS Signature Version 4, over
+        // Foundation's URLSession (see README, "Storing in a bucket").
+        .target(
+            name: "SnapThumbS3",
+            dependencies: ["SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+        ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(
             name: "SnapThumbWatch",
@@ -87,6 +94,7 @@ let package = Package(
                 "SnapThumbBench",
                 "SnapThumbVerify",
                 "SnapThumbWatch",
+                "SnapThumbS3",
                 "VipsKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -97,6 +105,12 @@ let package = Package(
         .testTarget(
             name: "SnapThumbCoreTests",
             dependencies: ["snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
+        ),
+        // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
+        .testTarget(
+            name: "SnapThumbS3Tests",
+            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbCore", "VipsKit"],
+            exclude: ["Fixtures"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(

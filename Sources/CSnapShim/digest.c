@@ -1,0 +1,23 @@
+#include "snapdigest.h"
+
+#include <stdlib.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+void
+snap_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char out[32])
+{
+	unsigned int out_len = 32;
+	/* HMAC() fails only when OpenSSL cannot allocate; a wrong signature would
+	 * merely be refused, but a silent one is worse than stopping. */
+	if (HMAC(EVP_sha256(), key, (int)key_len, data, len, out, &out_len) == NULL || out_len != 32)
+		abort();
+}
+
+void
+snap_md5(const void *data, size_t len, unsigned char out[16])
+{
+	unsigned int out_len = 16;
+	if (EVP_Digest(data, len, out, &out_len, EVP_md5(), NULL) != 1)
+		abort();
+}

@@ -1,0 +1,352 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import Logging
+import SnapThumbCore
+import VipsKit
+
+/// One object of a listing.
+public struct S3Object: Sendable, Equatable {
+    /// The full key (with the store's prefix).
+    public let key: String
+    public let size: Int
+    public let etag: String
+}
+
+/// An answer from the server: status, the headers we use, the body.
+public struct S3Response: Sendable {
+    public let status: Int
+    public let headers: [String: String]
+    public let body: Data
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    /// `<Error><Code>` of an S3 error document, if any.
+    public var errorCode: String? { S3XML.firstValue(of: "Code", in: body) }
+    var errorMessage: String? { S3XML.firstValue(of: "Message", in: body) }
+}
+
+/// How hard to retry: capped exponential backoff with full jitter (as the AWS SDKs do).
+public struct S3RetryPolicy: Sendable {
+    public var attempts: Int
+    public var base: Double
+    public var cap: Double
+    public var requestTimeout: Double
+
+    public init(attempts: Int = 6, base: Double = 0.1, cap: Double = 5, requestTimeout: Double = 30) {
+        self.attempts = max(1, attempts)
+        self.base = base
+        self.cap = cap
+        self.requestTimeout = requestTimeout
+    }
+
+    /// The wait before retry number `retry` (1-based): uniform in [0, min(cap, base * 2^retry)].
+    public func delay(retry: Int) -> Double {
+        let ceiling = min(cap, base * pow(2, Double(min(retry, 30))))
+        return Double.random(in: 0 ... ceiling)
+    }
+}
+
+/// A small S3 client over Foundation's URLSession (libcurl underneath: connections
+/// kept alive and reused; several requests in flight from several threads). Calls
+/// block the calling thread; every request is signed with Signature Version 4 and
+/// retried on timeouts, refused or dropped connections, 5xx and 503 SlowDown.
+public final class S3Client: Sendable {
+    public let configuration: S3Configuration
+    public let retry: S3RetryPolicy
+    private let signer: SigV4Signer
+    private let session: URLSession
+    private let logger: Logger
+    private let counter = RequestCounter()
+
+    public init(configuration: S3Configuration, retry: S3RetryPolicy = S3RetryPolicy(), maxConnections: Int = 32,
+                logger: Logger = Logger(label: "snapthumb.s3")) {
+        self.configuration = configuration
+        self.retry = retry
+        self.logger = logger
+        signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.httpMaximumConnectionsPerHost = maxConnections
+        sessionConfiguration.timeoutIntervalForRequest = retry.requestTimeout
+        sessionConfiguration.timeoutIntervalForResource = retry.requestTimeout * 2
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.urlCache = nil
+        sessionConfiguration.httpCookieStorage = nil
+        sessionConfiguration.httpShouldSetCookies = false
+        session = URLSession(configuration: sessionConfiguration)
+    }
+
+    deinit { session.invalidateAndCancel() }
+
+    /// Requests sent so far (each retry counts), for "requests per image".
+    public var requestsSent: Int { counter.value }
+
+    // MARK: Operations
+
+    /// PUT an object. `createOnly` adds the provider's create-only condition
+    /// (a 412 answer then means "already there"); `ifMatch` replaces only that version.
+    /// Every body carries a checksum the server checks: `x-amz-checksum-sha256`
+    /// on S3, `Content-MD5` on Google Cloud Storage.
+    public func put(_ key: String, body: [UInt8], contentType: String, createOnly: Bool = false, ifMatch: String? = nil) throws -> S3Response {
+        let digest = SHA256.digest(body)
+        var headers: [(String, String)] = [("Content-Type", contentType)]
+        switch configuration.provider {
+        case .s3: headers.append(("x-amz-checksum-sha256", Data(digest).base64EncodedString()))
+        case .gcs: headers.append(("Content-MD5", Data(MD5.digest(body)).base64EncodedString()))
+        }
+        if createOnly {
+            switch configuration.provider {
+            case .s3: headers.append(("If-None-Match", "*"))
+            case .gcs: headers.append(("x-goog-if-generation-match", "0"))
+            }
+        }
+        if let ifMatch { headers.append(("If-Match", ifMatch)) }
+        let hex = digest.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return try send("PUT", key: key, headers: headers, body: body, payloadHash: hex, accept: [200, 201, 204, 412])
+    }
+
+    /// The object's bytes and ETag, or nil when there is none.
+    public func get(_ key: String) throws -> (body: Data, etag: String)? {
+        let response = try send("GET", key: key, accept: [200, 404])
+        guard response.status == 200 else { return nil }
+        return (response.body, response.header("etag") ?? "")
+    }
+
+    /// Whether the object exists.
+    public func head(_ key: String) throws -> Bool {
+        try send("HEAD", key: key, accept: [200, 404]).status == 200
+    }
+
+    public func delete(_ key: String) throws {
+        _ = try send("DELETE", key: key, accept: [200, 204, 404])
+    }
+
+    /// Every object under `prefix` (ListObjectsV2, 1000 a page, all pages).
+    public func list(prefix: String) throws -> [S3Object] {
+        var objects: [S3Object] = []
+        var token: String?
+        repeat {
+            var query = [("list-type", "2"), ("prefix", prefix)]
+            if let token { query.append(("continuation-token", token)) }
+            let response = try send("GET", key: nil, query: query, accept: [200])
+            let page = try S3XML.listPage(response.body)
+            objects += page.objects
+            token = page.truncated ? page.nextToken : nil
+            if page.truncated && token == nil { throw SnapError(.io, "\(configuration.location): a truncated listing without a continuation token") }
+        } while token != nil
+        return objects
+    }
+
+    /// Checks once that the bucket exists and these credentials may use it:
+    /// throws `config` (a start-up error) when not, `io` when the server cannot be reached.
+    public func checkAccess() throws {
+        let response = try send("GET", key: nil, query: [("list-type", "2"), ("max-keys", "1"), ("prefix", configuration.prefix)], accept: [200, 301, 400, 403, 404])
+        switch response.status {
+        case 200: return
+        case 404: throw SnapError(.config, "\(configuration.location): no such bucket (\(response.errorCode ?? "404"))")
+        case 403: throw SnapError(.config, "\(configuration.location): access refused (\(describe(response))); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the bucket's policy")
+        default: throw SnapError(.config, "\(configuration.location): \(describe(response)) (check AWS_REGION and the endpoint)")
+        }
+    }
+
+    // MARK: Requests
+
+    /// The URL and the Host header for a key (nil: the bucket itself).
+    func target(_ key: String?) -> (url: String, host: String, path: String) {
+        let endpoint = configuration.endpoint
+        var host = endpoint.host ?? ""
+        if let port = endpoint.port { host += ":\(port)" }
+        var path = ""
+        if configuration.pathStyle {
+            path = "/\(configuration.bucket)" + (key.map { "/" + $0 } ?? "/")
+        } else {
+            host = "\(configuration.bucket).\(host)"
+            path = "/" + (key ?? "")
+        }
+        return ("\(endpoint.scheme ?? "https")://\(host)", host, path)
+    }
+
+    /// Sends a signed request, retrying transient failures. Statuses in `accept`
+    /// are answers; any other is an error (`config` for 401/403, else `io`).
+    @discardableResult
+    public func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
+                     body: [UInt8] = [], payloadHash: String = SigV4Signer.emptyPayloadHash, accept: Set<Int>) throws -> S3Response {
+        let (base, host, path) = target(key)
+        var lastFailure = ""
+        for attempt in 1 ... retry.attempts {
+            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+            let signed = signer.sign(SigV4Signer.Request(method: method, path: path, query: query, headers: [("Host", host)] + extra, payloadHash: payloadHash), at: Date())
+            let queryString = query.map { "\(SigV4Signer.uriEncode($0.0, keepSlash: false))=\(SigV4Signer.uriEncode($0.1, keepSlash: false))" }.joined(separator: "&")
+            guard let url = URL(string: base + SigV4Signer.uriEncode(path, keepSlash: true) + (queryString.isEmpty ? "" : "?" + queryString)) else {
+                throw SnapError(.config, "\(configuration.location): cannot make a URL for \(key ?? "the bucket")")
+            }
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            for (name, value) in signed where name.lowercased() != "host" { request.setValue(value, forHTTPHeaderField: name) }
+            if !body.isEmpty || method == "PUT" { request.httpBody = Data(body) }
+            counter.increment()
+            switch perform(request) {
+            case .failure(let error):
+                lastFailure = Self.describe(error)
+                guard Self.isRetryable(error) else { throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
+            case .success(let response):
+                if accept.contains(response.status) { return response }
+                lastFailure = describe(response)
+                if response.status == 401 || response.status == 403 {
+                    throw SnapError(.config, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
+                }
+                guard response.status >= 500 || response.status == 429 || response.status == 408 || response.status == 409 && response.errorCode == "ConditionalRequestConflict" else {
+                    throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)")
+                }
+            }
+            if attempt < retry.attempts {
+                logger.debug("s3 request failed, retrying", metadata: ["method": "\(method)", "key": "\(key ?? "/")", "attempt": "\(attempt)", "error": "\(lastFailure)"])
+            }
+        }
+        throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
+    }
+
+    private func perform(_ request: URLRequest) -> Result<S3Response, Error> {
+        let box = ResultBox()
+        let task = session.dataTask(with: request) { data, response, error in
+            if let error {
+                box.set(.failure(error))
+            } else if let http = response as? HTTPURLResponse {
+                var headers: [String: String] = [:]
+                for (name, value) in http.allHeaderFields {
+                    if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+                }
+                box.set(.success(S3Response(status: http.statusCode, headers: headers, body: data ?? Data())))
+            } else {
+                box.set(.failure(URLError(.badServerResponse)))
+            }
+        }
+        task.resume()
+        return box.wait()
+    }
+
+    static func isRetryable(_ error: Error) -> Bool {
+        guard let error = error as? URLError else { return false }
+        switch error.code {
+        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
+             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
+             .secureConnectionFailed, .unknown:
+            return true
+        default:
+            return false
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let error = error as? URLError {
+            switch error.code {
+            case .timedOut: return "timed out"
+            case .cannotConnectToHost: return "connection refused"
+            case .networkConnectionLost: return "connection lost"
+            default: return "network error \(error.code.rawValue)"
+            }
+        }
+        return "\(type(of: error))"
+    }
+
+    /// Status, S3 error code and message; never the request's headers (which hold
+    /// the key id) nor the body's echo of the string to sign.
+    func describe(_ response: S3Response) -> String {
+        var text = "HTTP \(response.status)"
+        if let code = response.errorCode { text += " \(code)" }
+        if let message = response.errorMessage { text += ": \(redact(message))" }
+        return text
+    }
+
+    /// Removes anything of the credentials from text a server sent back.
+    func redact(_ text: String) -> String {
+        var text = text
+        let credentials = configuration.credentials
+        for secret in [credentials.secretAccessKey, credentials.sessionToken ?? "", credentials.accessKeyID] where secret.count >= 4 {
+            text = text.replacingOccurrences(of: secret, with: "<redacted>")
+        }
+        return text
+    }
+}
+
+private final class ResultBox: @unchecked Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var result: Result<S3Response, Error>?
+    func set(_ r: Result<S3Response, Error>) {
+        result = r
+        semaphore.signal()
+    }
+    func wait() -> Result<S3Response, Error> {
+        semaphore.wait()
+        return result!
+    }
+}
+
+final class RequestCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
+
+/// The few XML documents S3 answers with, read with Foundation's XMLParser.
+enum S3XML {
+    struct ListPage {
+        var objects: [S3Object] = []
+        var truncated = false
+        var nextToken: String?
+    }
+
+    static func listPage(_ data: Data) throws -> ListPage {
+        let delegate = Collector()
+        let parser = XMLParser(data: data)
+        parser.delegate = delegate
+        guard parser.parse() else { throw SnapError(.io, "a bucket listing that is not XML") }
+        return delegate.page
+    }
+
+    static func firstValue(of element: String, in data: Data) -> String? {
+        guard !data.isEmpty else { return nil }
+        let delegate = Collector()
+        delegate.wanted = element
+        let parser = XMLParser(data: data)
+        parser.delegate = delegate
+        _ = parser.parse()
+        return delegate.found
+    }
+
+    final class Collector: NSObject, XMLParserDelegate {
+        var page = ListPage()
+        var wanted: String?
+        var found: String?
+        private var text = ""
+        private var key = "", size = 0, etag = ""
+        private var inContents = false
+
+        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+            text = ""
+            if name == "Contents" { inContents = true; key = ""; size = 0; etag = "" }
+        }
+
+        func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+
+        func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+            if name == wanted, found == nil { found = text }
+            switch name {
+            case "Key" where inContents: key = text
+            case "Size" where inContents: size = Int(text) ?? 0
+            case "ETag" where inContents: etag = text
+            case "Contents":
+                inContents = false
+                page.objects.append(S3Object(key: key, size: size, etag: etag))
+            case "IsTruncated": page.truncated = text == "true"
+            case "NextContinuationToken": page.nextToken = text
+            default: break
+            }
+            text = ""
+        }
+    }
+}

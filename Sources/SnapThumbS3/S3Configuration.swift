@@ -1,0 +1,105 @@
+import Foundation
+import SnapThumbCore
+
+/// Which conditional header makes a write create-only.
+public enum S3Provider: String, Sendable, Codable, CaseIterable {
+    /// AWS S3, MinIO, moto, R2 and most others: `If-None-Match: *`.
+    case s3
+    /// Google Cloud Storage's XML API: `x-goog-if-generation-match: 0`.
+    case gcs
+}
+
+/// Where a bucket store lives and how to reach it, from an `s3://BUCKET/PREFIX`
+/// URL and the environment variables AWS users already have.
+public struct S3Configuration: Sendable, CustomStringConvertible {
+    public var bucket: String
+    /// "" or ending in "/".
+    public var prefix: String
+    /// scheme://host[:port], no path.
+    public var endpoint: URL
+    public var region: String
+    public var pathStyle: Bool
+    public var provider: S3Provider
+    public var credentials: S3Credentials
+
+    /// `s3://BUCKET/PREFIX` without credentials: safe to print.
+    public var location: String { "s3://\(bucket)/\(prefix)" }
+    public var description: String { "\(location) at \(endpoint.absoluteString) (region \(region), \(pathStyle ? "path" : "virtual-host")-style, provider \(provider.rawValue))" }
+
+    /// Splits `s3://BUCKET/PREFIX`; nil when the string is not an s3 URL.
+    public static func parseURL(_ string: String) throws -> (bucket: String, prefix: String)? {
+        guard string.lowercased().hasPrefix("s3://") else { return nil }
+        let rest = string.dropFirst(5)
+        let bucket = String(rest.prefix { $0 != "/" })
+        guard bucket.count >= 3, bucket.count <= 63,
+              bucket.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) else {
+            throw SnapError(.config, "\"\(string)\": not a bucket name (3-63 lower-case letters, digits, '-', '.')")
+        }
+        var prefix = String(rest.dropFirst(bucket.count)).drop { $0 == "/" }.description
+        if !prefix.isEmpty && !prefix.hasSuffix("/") { prefix += "/" }
+        if prefix.split(separator: "/", omittingEmptySubsequences: false).dropLast().contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) {
+            throw SnapError(.config, "\"\(string)\": the prefix has an empty, '.' or '..' segment")
+        }
+        return (bucket, prefix)
+    }
+
+    /// - Parameters:
+    ///   - url: `s3://BUCKET/PREFIX`.
+    ///   - environment: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+    ///     `AWS_REGION` then `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL_S3` then `AWS_ENDPOINT_URL`,
+    ///     `SNAPTHUMB_S3_PATH_STYLE` (1/true), `SNAPTHUMB_S3_PROVIDER` (s3/gcs).
+    ///   - provider, pathStyle: from the command line or config file; win over the environment.
+    public init(url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil) throws {
+        guard let (bucket, prefix) = try Self.parseURL(url) else { throw SnapError(.config, "\"\(url)\" is not an s3:// URL") }
+        self.bucket = bucket
+        self.prefix = prefix
+        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
+            throw SnapError(.config, "\(url): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
+        }
+        credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
+        region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"
+        let endpointString = value("AWS_ENDPOINT_URL_S3") ?? value("AWS_ENDPOINT_URL") ?? "https://s3.\(region).amazonaws.com"
+        guard let parsed = URLComponents(string: endpointString), let scheme = parsed.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = parsed.host, !host.isEmpty,
+              parsed.user == nil, parsed.password == nil else {
+            throw SnapError(.config, "endpoint \"\(endpointString)\" is not an http(s)://host[:port] URL")
+        }
+        var components = URLComponents()
+        components.scheme = scheme
+        components.host = host
+        components.port = parsed.port
+        endpoint = components.url!
+        if let provider {
+            self.provider = provider
+        } else if let name = value("SNAPTHUMB_S3_PROVIDER") {
+            guard let p = S3Provider(rawValue: name.lowercased()) else {
+                throw SnapError(.config, "SNAPTHUMB_S3_PROVIDER=\(name): expected s3 or gcs")
+            }
+            self.provider = p
+        } else {
+            self.provider = .s3
+        }
+        let forced: Bool?
+        if let pathStyle { forced = pathStyle } else if let text = value("SNAPTHUMB_S3_PATH_STYLE") {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": forced = true
+            case "0", "false", "no", "off": forced = false
+            default: throw SnapError(.config, "SNAPTHUMB_S3_PATH_STYLE=\(text): expected true or false")
+            }
+        } else { forced = nil }
+        // An IP address or localhost has no per-bucket DNS names; a bucket with dots breaks TLS names.
+        self.pathStyle = forced ?? (Self.isAddressOrLocalhost(host) || (scheme == "https" && bucket.contains(".")))
+    }
+
+    static func isAddressOrLocalhost(_ host: String) -> Bool {
+        let h = host.lowercased()
+        if h == "localhost" || h.hasSuffix(".localhost") { return true }
+        if h.contains(":") { return true } // IPv6
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Is this store argument an s3 URL (anything else must be a directory path)?
+    public static func isS3URL(_ string: String) -> Bool { string.lowercased().hasPrefix("s3://") }
+}

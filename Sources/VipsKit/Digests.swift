@@ -1,0 +1,28 @@
+import Foundation
+internal import CSnapShim
+
+/// HMAC-SHA256 (RFC 2104) from OpenSSL: the primitive of AWS Signature Version 4.
+public enum HMACSHA256 {
+    public static func authenticate<Key: ContiguousBytes, Message: ContiguousBytes>(_ message: Message, key: Key) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        key.withUnsafeBytes { k in
+            message.withUnsafeBytes { m in
+                out.withUnsafeMutableBytes {
+                    snap_hmac_sha256(k.baseAddress, k.count, m.baseAddress, m.count, $0.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// MD5, for `Content-MD5` headers only (integrity of one request body, never an address).
+public enum MD5 {
+    public static func digest<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 16)
+        bytes.withUnsafeBytes { input in
+            out.withUnsafeMutableBytes { snap_md5(input.baseAddress, input.count, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+        }
+        return out
+    }
+}

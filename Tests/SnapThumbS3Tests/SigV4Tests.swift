@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+@testable import SnapThumbS3
+
+/// The signer against AWS's published vectors: the Signature Version 4 test
+/// suite (the cases that apply to S3: no path normalisation, which S3 does not
+/// do) and the four single-chunk examples of the S3 API reference.
+@Suite struct SigV4Tests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/sigv4-test-suite").path
+
+    static var cases: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: fixtures)) ?? [])
+            .filter { $0.hasSuffix(".req") }.map { String($0.dropLast(4)) }.sorted()
+    }
+
+    /// A `.req` file: request line, headers, blank line, body.
+    static func parse(_ text: String) -> (SigV4Signer.Request, amzDate: String) {
+        let parts = text.components(separatedBy: "\n\n")
+        let lines = parts[0].components(separatedBy: "\n")
+        let requestLine = lines[0].split(separator: " ")
+        let method = String(requestLine[0])
+        let target = String(requestLine[1 ..< requestLine.count - 1].joined(separator: " "))
+        let pathAndQuery = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(pathAndQuery[0]).removingPercentEncoding!
+        var query: [(String, String)] = []
+        if pathAndQuery.count > 1 {
+            for pair in pathAndQuery[1].split(separator: "&") {
+                let nv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                query.append((String(nv[0]).removingPercentEncoding!, nv.count > 1 ? String(nv[1]).removingPercentEncoding! : ""))
+            }
+        }
+        var headers: [(String, String)] = []
+        var amzDate = ""
+        for line in lines.dropFirst() {
+            if line.hasPrefix(" ") || line.hasPrefix("\t") { continue }
+            let nv = line.split(separator: ":", maxSplits: 1)
+            headers.append((String(nv[0]), String(nv[1])))
+            if nv[0].lowercased() == "x-amz-date" { amzDate = String(nv[1]) }
+        }
+        let body = parts.count > 1 ? parts[1...].joined(separator: "\n\n") : ""
+        let request = SigV4Signer.Request(method: method, path: path, query: query, headers: headers,
+                                          payloadHash: VipsKitSHA.hex(Array(body.utf8)))
+        return (request, amzDate)
+    }
+
+    static func read(_ name: String, _ ext: String) throws -> String {
+        try String(contentsOfFile: "\(fixtures)/\(name).\(ext)", encoding: .utf8)
+    }
+
+    @Test func theSuiteIsHere() {
+        #expect(Self.cases.count >= 20)
+    }
+
+    @Test(arguments: cases)
+    func testSuiteVector(_ name: String) throws {
+        let signer = SigV4Signer(credentials: S3Credentials(accessKeyID: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+                                 region: "us-east-1", service: "service")
+        let (request, amzDate) = Self.parse(try Self.read(name, "req"))
+        #expect(signer.canonicalRequest(request) == (try Self.read(name, "creq")))
+        #expect(signer.stringToSign(request, amzDate: amzDate) == (try Self.read(name, "sts")))
+        #expect(signer.authorization(request, amzDate: amzDate) == (try Self.read(name, "authz")))
+    }
+
+    // The S3 API reference, "Signature Calculations for the Authorization Header:
+    // Transferring Payload in a Single Chunk", examples.
+    static let s3Signer = SigV4Signer(credentials: S3Credentials(accessKeyID: "AKIAIOSFODNN7EXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"), region: "us-east-1")
+    static let host = ("Host", "examplebucket.s3.amazonaws.com")
+    static let day = Date(timeIntervalSince1970: 1_369_353_600) // 2013-05-24T00:00:00Z
+
+    func signed(_ request: SigV4Signer.Request) -> String {
+        let headers = Self.s3Signer.sign(request, at: Self.day)
+        return headers.first { $0.0 == "Authorization" }!.1
+    }
+
+    @Test func getObjectWithRange() {
+        let request = SigV4Signer.Request(method: "GET", path: "/test.txt", headers: [Self.host, ("Range", "bytes=0-9")],
+                                          payloadHash: SigV4Signer.emptyPayloadHash)
+        #expect(signed(request) == "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+        var withDate = request
+        withDate.headers += [("x-amz-date", "20130524T000000Z"), ("x-amz-content-sha256", SigV4Signer.emptyPayloadHash)]
+        #expect(VipsKitSHA.hex(Array(Self.s3Signer.canonicalRequest(withDate).utf8)) == "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972")
+    }
+
+    @Test func putObject() {
+        let body = Array("Welcome to Amazon S3.".utf8)
+        let hash = VipsKitSHA.hex(body)
+        #expect(hash == "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072")
+        let request = SigV4Signer.Request(method: "PUT", path: "/test$file.text",
+                                          headers: [Self.host, ("Date", "Fri, 24 May 2013 00:00:00 GMT"), ("x-amz-storage-class", "REDUCED_REDUNDANCY")],
+                                          payloadHash: hash)
+        #expect(signed(request).hasSuffix("SignedHeaders=date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class, Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"))
+        #expect(Self.s3Signer.canonicalRequest(request).hasPrefix("PUT\n/test%24file.text\n\n"))
+    }
+
+    @Test func getBucketLifecycle() {
+        let request = SigV4Signer.Request(method: "GET", path: "/", query: [("lifecycle", "")], headers: [Self.host],
+                                          payloadHash: SigV4Signer.emptyPayloadHash)
+        #expect(signed(request).hasSuffix("Signature=fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"))
+    }
+
+    @Test func listObjects() {
+        // The order on the wire does not matter: canonical query parameters are sorted.
+        let request = SigV4Signer.Request(method: "GET", path: "/", query: [("prefix", "J"), ("max-keys", "2")], headers: [Self.host],
+                                          payloadHash: SigV4Signer.emptyPayloadHash)
+        #expect(signed(request).hasSuffix("Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"))
+    }
+
+    @Test func sessionTokenIsSignedAndSecretsNeverPrinted() {
+        let credentials = S3Credentials(accessKeyID: "AKIDSECRETID", secretAccessKey: "topsecretvalue", sessionToken: "tokenvalue")
+        let signer = SigV4Signer(credentials: credentials, region: "eu-west-1")
+        let headers = signer.sign(SigV4Signer.Request(method: "GET", path: "/k", headers: [("host", "h")], payloadHash: SigV4Signer.emptyPayloadHash), at: Self.day)
+        #expect(headers.contains { $0.0 == "x-amz-security-token" && $0.1 == "tokenvalue" })
+        #expect(headers.last!.1.contains("x-amz-security-token"))
+        for text in ["\(credentials)", String(reflecting: credentials), "\(signer)"] {
+            #expect(!text.contains("topsecretvalue") && !text.contains("tokenvalue"))
+        }
+    }
+
+    @Test func uriEncoding() {
+        #expect(SigV4Signer.uriEncode("a b/c+d~é", keepSlash: true) == "a%20b/c%2Bd~%C3%A9")
+        #expect(SigV4Signer.uriEncode("a/b", keepSlash: false) == "a%2Fb")
+    }
+}
