@@ -26,11 +26,14 @@ public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
     case config
     /// A bug or an unexpected libvips failure.
     case `internal`
+    /// The store (a bucket) could not be reached or refused a write, after retries.
+    /// Never the upload's fault: `watch` retries it later, a re-run of `backfill` completes it.
+    case store
 
     public static func < (a: ErrorCode, b: ErrorCode) -> Bool { a.rawValue < b.rawValue }
 
     /// Transient failures may succeed if retried later (store full, read-only, I/O).
-    public var isTransient: Bool { self == .io }
+    public var isTransient: Bool { self == .io || self == .store }
 }
 
 /// A failure with a code, a sentence a person can act on, and the underlying cause.

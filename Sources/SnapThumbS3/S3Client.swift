@@ -135,7 +135,7 @@ public final class S3Client: Sendable {
             let page = try S3XML.listPage(response.body)
             objects += page.objects
             token = page.truncated ? page.nextToken : nil
-            if page.truncated && token == nil { throw SnapError(.io, "\(configuration.location): a truncated listing without a continuation token") }
+            if page.truncated && token == nil { throw SnapError(.store, "\(configuration.location): a truncated listing without a continuation token") }
         } while token != nil
         return objects
     }
@@ -191,22 +191,22 @@ public final class S3Client: Sendable {
             switch perform(request) {
             case .failure(let error):
                 lastFailure = Self.describe(error)
-                guard Self.isRetryable(error) else { throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
+                guard Self.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
             case .success(let response):
                 if accept.contains(response.status) { return response }
                 lastFailure = describe(response)
                 if response.status == 401 || response.status == 403 {
-                    throw SnapError(.config, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
+                    throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
                 }
                 guard response.status >= 500 || response.status == 429 || response.status == 408 || response.status == 409 && response.errorCode == "ConditionalRequestConflict" else {
-                    throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)")
+                    throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)")
                 }
             }
             if attempt < retry.attempts {
                 logger.debug("s3 request failed, retrying", metadata: ["method": "\(method)", "key": "\(key ?? "/")", "attempt": "\(attempt)", "error": "\(lastFailure)"])
             }
         }
-        throw SnapError(.io, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
+        throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
     }
 
     private func perform(_ request: URLRequest) -> Result<S3Response, Error> {
@@ -304,7 +304,7 @@ enum S3XML {
         let delegate = Collector()
         let parser = XMLParser(data: data)
         parser.delegate = delegate
-        guard parser.parse() else { throw SnapError(.io, "a bucket listing that is not XML") }
+        guard parser.parse() else { throw SnapError(.store, "a bucket listing that is not XML") }
         return delegate.page
     }
 

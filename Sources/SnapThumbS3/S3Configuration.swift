@@ -49,7 +49,28 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     ///     `AWS_REGION` then `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL_S3` then `AWS_ENDPOINT_URL`,
     ///     `SNAPTHUMB_S3_PATH_STYLE` (1/true), `SNAPTHUMB_S3_PROVIDER` (s3/gcs).
     ///   - provider, pathStyle: from the command line or config file; win over the environment.
-    public init(url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil) throws {
+    public init(url fullURL: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil) throws {
+        // Options may ride along as a query: s3://BUCKET/PREFIX?provider=gcs&path-style=true
+        // (how a backfill hands its store to its worker processes).
+        let pieces = fullURL.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let url = String(pieces[0])
+        var provider = provider
+        var pathStyle = pathStyle
+        if pieces.count > 1 {
+            for option in pieces[1].split(separator: "&") {
+                let nv = option.split(separator: "=", maxSplits: 1).map(String.init)
+                switch (nv.first ?? "", nv.count > 1 ? nv[1] : "") {
+                case ("provider", let value):
+                    guard let p = S3Provider(rawValue: value) else { throw SnapError(.config, "\(url): provider=\(value): expected s3 or gcs") }
+                    if provider == nil { provider = p }
+                case ("path-style", let value):
+                    guard let b = Bool(value) else { throw SnapError(.config, "\(url): path-style=\(value): expected true or false") }
+                    if pathStyle == nil { pathStyle = b }
+                default:
+                    throw SnapError(.config, "\(url): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false)")
+                }
+            }
+        }
         guard let (bucket, prefix) = try Self.parseURL(url) else { throw SnapError(.config, "\"\(url)\" is not an s3:// URL") }
         self.bucket = bucket
         self.prefix = prefix

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""A fault-injecting HTTP/1.1 proxy on 127.0.0.1, for the bucket store's tests and benchmark.
+
+    fault-proxy.py --upstream 127.0.0.1:PORT [--latency-ms 20] [--slowdown 0.3]
+                   [--drop 0.1] [--seed 1] [--stats FILE]
+
+Listens on a free loopback port and prints it as the first line of standard
+output ("port N"). Each request read from a client is, in order:
+  - delayed by --latency-ms (a round trip that long, per request),
+  - with probability --slowdown answered "503 SlowDown" without reaching upstream,
+  - with probability --drop forwarded, then the client's connection closed without
+    an answer (the write may or may not have happened: the client must retry safely),
+  - else forwarded on a kept-alive upstream connection and the answer relayed.
+Counts (requests, by method, injected faults, requests that asked for
+`Expect: 100-continue`) are written as JSON to --stats on every request.
+Stops when standard input closes. Never connects anywhere but --upstream, on loopback.
+"""
+import argparse
+import json
+import random
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+lock = threading.Lock()
+stats = {"requests": 0, "methods": {}, "slowdowns": 0, "drops": 0, "expect_continue": 0, "forwarded": 0}
+
+
+def record(args, **changes):
+    with lock:
+        for k, v in changes.items():
+            if k == "method":
+                stats["methods"][v] = stats["methods"].get(v, 0) + 1
+            else:
+                stats[k] += v
+        if args.stats:
+            with open(args.stats + ".tmp", "w") as f:
+                json.dump(stats, f)
+            import os
+            os.replace(args.stats + ".tmp", args.stats)
+
+
+def read_message(reader, request_method=None, is_response=False):
+    """Reads one HTTP/1.1 message: (start line, header lines, body) or None at EOF."""
+    start = reader.readline()
+    if not start:
+        return None
+    while start in (b"\r\n", b"\n"):
+        start = reader.readline()
+        if not start:
+            return None
+    headers = []
+    while True:
+        line = reader.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            break
+        headers.append(line)
+    fields = {}
+    for h in headers:
+        name, _, value = h.decode("latin-1").partition(":")
+        fields[name.strip().lower()] = value.strip()
+    body = b""
+    status = int(start.split()[1]) if is_response else 0
+    if is_response and (request_method == "HEAD" or status in (204, 304) or 100 <= status < 200):
+        return start, headers, body
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size_line = reader.readline()
+            size = int(size_line.split(b";")[0].strip(), 16)
+            data = reader.read(size + 2)
+            chunks.append(size_line + data)
+            if size == 0:
+                # trailers until blank line
+                while True:
+                    t = reader.readline()
+                    chunks.append(t)
+                    if t in (b"\r\n", b"\n", b""):
+                        break
+                break
+        body = b"".join(chunks)
+    elif "content-length" in fields:
+        body = reader.read(int(fields["content-length"]))
+    elif is_response:
+        body = reader.read()
+    return start, headers, body
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        args = self.server.args
+        upstream = None
+        up_reader = None
+        try:
+            while True:
+                message = read_message(self.rfile)
+                if message is None:
+                    return
+                start, headers, body = message
+                method = start.split()[0].decode()
+                expects = any(h.lower().startswith(b"expect:") and b"100-continue" in h.lower() for h in headers)
+                record(args, requests=1, method=method, expect_continue=1 if expects else 0)
+                if args.latency_ms > 0:
+                    time.sleep(args.latency_ms / 1000.0)
+                roll = self.server.random()
+                if roll < args.slowdown:
+                    record(args, slowdowns=1)
+                    payload = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>"
+                               b"<Message>Please reduce your request rate.</Message></Error>")
+                    self.wfile.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: "
+                                     + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+                    self.wfile.flush()
+                    continue
+                drop = roll < args.slowdown + args.drop
+                if upstream is None:
+                    upstream = socket.create_connection(self.server.upstream)
+                    up_reader = upstream.makefile("rb")
+                upstream.sendall(start + b"".join(headers) + b"\r\n" + body)
+                answer = read_message(up_reader, request_method=method, is_response=True)
+                if answer is None:
+                    return
+                record(args, forwarded=1)
+                if drop:
+                    record(args, drops=1)
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                a_start, a_headers, a_body = answer
+                self.wfile.write(a_start + b"".join(a_headers) + b"\r\n" + a_body)
+                self.wfile.flush()
+        except (ConnectionError, OSError, ValueError):
+            return
+        finally:
+            if upstream is not None:
+                upstream.close()
+
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--latency-ms", type=float, default=0)
+    parser.add_argument("--slowdown", type=float, default=0)
+    parser.add_argument("--drop", type=float, default=0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stats")
+    args = parser.parse_args()
+    host, _, port = args.upstream.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print("fault-proxy: upstream must be on loopback", file=sys.stderr)
+        return 2
+    server = Server(("127.0.0.1", 0), Handler)
+    server.args = args
+    server.upstream = (host, int(port))
+    rng = random.Random(args.seed)
+    rng_lock = threading.Lock()
+
+    def roll():
+        with rng_lock:
+            return rng.random()
+    server.random = roll
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"port {server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

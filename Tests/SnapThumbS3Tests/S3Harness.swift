@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+@testable import SnapThumbS3
+import VipsKit
+
+/// Paths of this checkout.
+enum Repo {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let python = "\(root)/.venv-moto/bin/python"
+    static func sample(_ relative: String) -> String { "\(root)/Samples/\(relative)" }
+
+    /// moto is installed by Scripts/moto.sh (run by setup.sh and test.sh). Without it
+    /// these tests are skipped, unless SNAPTHUMB_REQUIRE_MOTO=1 (set by test.sh) makes that a failure.
+    static var motoAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: "\(root)/.venv-moto/bin/moto_server")
+            || ProcessInfo.processInfo.environment["SNAPTHUMB_REQUIRE_MOTO"] == "1"
+    }
+
+    static func tempDirectory(_ name: String = "snapthumb-s3-test") -> String {
+        let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static var binary: String {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("snapthumb").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        return "\(root)/.build/debug/snapthumb"
+    }
+}
+
+/// A helper process that prints one line, then runs until its standard input closes.
+final class Helper: @unchecked Sendable {
+    let process = Process()
+    private let stdin = Pipe()
+    let firstLine: String
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: Repo.python)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = stdin
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        let reader = out.fileHandleForReading
+        while true {
+            let byte = reader.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line += byte
+        }
+        firstLine = String(decoding: line, as: UTF8.self)
+    }
+
+    func stop() {
+        try? stdin.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+/// moto's S3 server on 127.0.0.1 in auth mode, with an IAM key allowed to use S3.
+final class Moto: @unchecked Sendable {
+    let helper: Helper
+    let endpoint: String
+    let port: Int
+    let accessKeyID: String
+    let secretAccessKey: String
+
+    init(buckets: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: Repo.python) else {
+            throw SnapError(.config, "moto is not installed: run Scripts/moto.sh")
+        }
+        helper = try Helper(["\(Repo.root)/Scripts/moto-server.py"] + buckets.flatMap { ["--bucket", $0] })
+        struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String }
+        guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
+            helper.stop()
+            throw SnapError(.internal, "moto did not start: \(helper.firstLine)")
+        }
+        endpoint = info.endpoint
+        port = info.port
+        accessKeyID = info.access_key_id
+        secretAccessKey = info.secret_access_key
+    }
+
+    deinit { helper.stop() }
+
+    /// One server for the whole test process (it starts in 2-10 s): each test
+    /// makes its own bucket. It stops when this process ends (its stdin closes).
+    static let shared: Result<Moto, SnapError> = {
+        do { return .success(try Moto(buckets: [])) } catch { return .failure(error as? SnapError ?? SnapError(.internal, "\(error)")) }
+    }()
+
+    /// The shared server with a new, empty bucket (signed CreateBucket, like any other request).
+    static func withBucket() throws -> (Moto, String) {
+        let moto = try shared.get()
+        let bucket = "t-" + UUID().uuidString.lowercased().prefix(18)
+        let client = try moto.client(bucket: bucket)
+        try client.send("PUT", key: nil, accept: [200])
+        return (moto, bucket)
+    }
+
+    /// The environment a snapthumb process needs to reach it (through `endpoint` if given).
+    func environment(endpoint: String? = nil, secret: String? = nil) -> [String: String] {
+        ["AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secret ?? secretAccessKey,
+         "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint ?? self.endpoint]
+    }
+
+    func client(bucket: String, endpoint: String? = nil, secret: String? = nil, retry: S3RetryPolicy = S3RetryPolicy(base: 0.02, cap: 0.2)) throws -> S3Client {
+        S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/", environment: environment(endpoint: endpoint, secret: secret)), retry: retry)
+    }
+}
+
+/// Scripts/fault-proxy.py in front of a port.
+final class FaultProxy: @unchecked Sendable {
+    let helper: Helper
+    let endpoint: String
+    let statsPath: String
+
+    init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1) throws {
+        statsPath = NSTemporaryDirectory() + "snapthumb-proxy-\(UUID().uuidString).json"
+        helper = try Helper(["\(Repo.root)/Scripts/fault-proxy.py", "--upstream", "127.0.0.1:\(upstreamPort)",
+                             "--latency-ms", "\(latencyMs)", "--slowdown", "\(slowdown)", "--drop", "\(drop)",
+                             "--seed", "\(seed)", "--stats", statsPath])
+        guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {
+            helper.stop()
+            throw SnapError(.internal, "the fault proxy did not start: \(helper.firstLine)")
+        }
+        endpoint = "http://127.0.0.1:\(port)"
+    }
+
+    deinit {
+        helper.stop()
+        try? FileManager.default.removeItem(atPath: statsPath)
+    }
+
+    struct Stats: Decodable {
+        let requests: Int
+        let methods: [String: Int]
+        let slowdowns: Int
+        let drops: Int
+        let expect_continue: Int
+        let forwarded: Int
+    }
+
+    var stats: Stats {
+        (try? JSONDecoder().decode(Stats.self, from: Data(contentsOf: URL(fileURLWithPath: statsPath))))
+            ?? Stats(requests: 0, methods: [:], slowdowns: 0, drops: 0, expect_continue: 0, forwarded: 0)
+    }
+}
+
+/// Runs the built `snapthumb`.
+enum CLI {
+    struct Result { let status: Int32; let stdout: String; let stderr: String }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        var env = ProcessInfo.processInfo.environment
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"] {
+            env[name] = nil
+        }
+        process.environment = env.merging(environment) { $1 }
+        process.executableURL = URL(fileURLWithPath: Repo.binary)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
