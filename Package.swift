@@ -71,7 +71,7 @@ let package = Package(
         // Foundation's URLSession (see README, "Storing in a bucket").
         .target(
             name: "SnapThumbS3",
-            dependencies: ["SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbCore", "SnapThumbVerify", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(

@@ -135,7 +135,9 @@ public struct BackfillProgress: Sendable {
 /// recipe digests is skipped.
 public struct Backfill: Sendable {
     public let pipeline: Pipeline
-    public let store: Store
+    public let store: any StoreBackend
+    /// Where sources are read from (files, or a bucket).
+    public let reader: any SourceReader
     public let jobs: Int
     public let isolation: Isolation
     /// Faults a test injects (worker processes only); real runs have none.
@@ -144,9 +146,10 @@ public struct Backfill: Sendable {
     /// flight finish and are committed.
     public let interruption: Interruption
 
-    public init(pipeline: Pipeline, store: Store, jobs: Int, isolation: Isolation = .threads, interruption: Interruption = Interruption()) {
+    public init(pipeline: Pipeline, store: any StoreBackend, jobs: Int, isolation: Isolation = .threads, reader: any SourceReader = LocalFiles(), interruption: Interruption = Interruption()) {
         self.pipeline = pipeline
         self.store = store
+        self.reader = reader
         self.jobs = max(1, jobs)
         self.isolation = isolation
         self.interruption = interruption
@@ -159,7 +162,7 @@ public struct Backfill: Sendable {
     public func run(root: String, interval: Double = 0.25,
                     onResult: @escaping @Sendable (FileResult) -> Void = { _ in },
                     onProgress: @escaping @Sendable (BackfillProgress) -> Void = { _ in }) throws -> BackfillSummary {
-        let walk = try FileWalker.regularFiles(under: root, excluding: store.root)
+        let walk = try FileWalker.regularFiles(under: root, excluding: store.directory)
         var summary = try run(files: walk.files, interval: interval, onResult: onResult, onProgress: onProgress)
         summary.ignored = walk.skipped
         return summary
@@ -169,6 +172,13 @@ public struct Backfill: Sendable {
     public func run(files: [FileWalker.Entry], interval: Double = 0.25,
                     onResult: @escaping @Sendable (FileResult) -> Void = { _ in },
                     onProgress: @escaping @Sendable (BackfillProgress) -> Void = { _ in }) throws -> BackfillSummary {
+        // A bucket lists what it holds once, rather than being asked about every key.
+        try store.prepareForBackfill()
+        let files = files.map { entry in
+            var entry = entry
+            entry.manifestAbsent = store.isKnownAbsent(entry.relativePath)
+            return entry
+        }
         let start = Date()
         let tally = Tally()
         let ticker = Ticker(interval: interval) {
@@ -202,12 +212,14 @@ public struct Backfill: Sendable {
     /// rather than `jobs` times as often (workers never wait for their commits).
     func workerArguments() throws -> [String] {
         let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
-        return ["worker", "--store", store.root, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
+        var arguments = ["worker", "--store", store.workerArgument, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
+        if let sources = reader.workerArgument { arguments += ["--sources", sources] }
+        return arguments
     }
 
     /// Worker threads here, one group committer.
     func runInProcess(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) {
-        let committer = GroupCommitter<(FileWalker.Entry, Double)>(store: store) { tag, upload, error in
+        let committer: any UploadCommitter<(FileWalker.Entry, Double)> = store.makeCommitter(maxDelay: defaultGroupCommitDelay) { tag, upload, error in
             finish(FileResult(entry: tag.0, outcome: error.map(FileOutcome.failed) ?? .processed(VariantBrief.of(upload.manifest)), milliseconds: tag.1))
         }
         WorkerPool.run(count: files.count, jobs: jobs, stop: { [interruption] in interruption.signal != nil }) { index in
@@ -234,9 +246,9 @@ public struct Backfill: Sendable {
     func prepare(_ entry: FileWalker.Entry) -> Prepared {
         do {
             let key = entry.relativePath
-            let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
+            let source = try reader.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
             let digest = "sha256:" + source.sha256Hex
-            if let existing = try store.manifest(for: key) {
+            if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,
                    existing.recipe.digest == pipeline.recipe.digest {
                     return .done(.skipped)

@@ -13,6 +13,15 @@ public enum FileWalker {
         public let relativePath: String
         public let path: String
         public let size: Int
+        /// The store's listing showed no manifest for this key (no need to ask).
+        public var manifestAbsent = false
+
+        public init(relativePath: String, path: String, size: Int, manifestAbsent: Bool = false) {
+            self.relativePath = relativePath
+            self.path = path
+            self.size = size
+            self.manifestAbsent = manifestAbsent
+        }
     }
 
     /// Regular files under `root`, sorted by relative path. Symlinks, devices,

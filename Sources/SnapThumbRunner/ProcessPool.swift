@@ -10,6 +10,8 @@ enum WorkerProtocol {
         var path: String
         var key: String
         var size: Int
+        /// The store's listing showed no manifest for this key.
+        var absent: Bool?
     }
 
     struct Reply: Codable {
@@ -165,7 +167,7 @@ final class ProcessPool: @unchecked Sendable {
             while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
                   let item = take(held: inFlight.count, unprocessed: unprocessed.count) {
                 let entry = files[item.index]
-                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size)
+                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size, absent: entry.manifestAbsent ? true : nil)
                 var line = (try? encoder.encode(job)) ?? Data()
                 line.append(0x0A)
                 do { try writer.write(contentsOf: line) } catch { inFlight[item.index] = item; alive = false; break }
@@ -268,7 +270,7 @@ extension Backfill {
             line.append(0x0A)
             try? output.write(contentsOf: line)
         }
-        let committer = GroupCommitter<(Int, Double)>(store: store, maxDelay: commitDelay) { tag, upload, error in
+        let committer: any UploadCommitter<(Int, Double)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
@@ -282,7 +284,7 @@ extension Backfill {
         // parent's next files may wait for exactly these commits).
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
-            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size)
+            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size, manifestAbsent: job.absent ?? false)
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6

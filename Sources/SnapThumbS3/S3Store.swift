@@ -9,14 +9,15 @@ import SnapThumbCore
 ///   is harmless), with a checksum header so that the server refuses a damaged body.
 /// - A manifest is PUT only after every one of its blobs is stored, create-only
 ///   (`If-None-Match: *`, or `x-goog-if-generation-match: 0` on GCS). When one is
-///   already there, `ManifestReplacement` decides: the same one again is done; a
-///   new recipe for the same source replaces it (only that version, logged); a
-///   different source is a `conflict` unless `replaceDifferentSource`.
+///   already there, `KeyConflict.decide` (shared with the directory store) decides:
+///   the same one again is a repeat; a new recipe for the same source replaces it
+///   (only the version read, logged); other source bytes are a `conflict` unless
+///   `onConflict` is `replace` (logged with both digests).
 /// - What exists is remembered: objects this process wrote, and, after
 ///   `prepareForBackfill`, everything a listing showed.
 public final class S3Store: StoreBackend, @unchecked Sendable {
     public let client: S3Client
-    public let replaceDifferentSource: Bool
+    public let onConflict: ConflictPolicy
     /// Uploads in flight at once in a committer.
     public let concurrency: Int
     private let logger: Logger
@@ -25,9 +26,9 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     /// Keys with a manifest; nil until a listing has been made (then absent keys cost no request).
     private var knownManifests: Set<String>?
 
-    public init(client: S3Client, replaceDifferentSource: Bool = false, concurrency: Int = 16, logger: Logger = Logger(label: "snapthumb.s3")) {
+    public init(client: S3Client, onConflict: ConflictPolicy = .refuse, concurrency: Int = 16, logger: Logger = Logger(label: "snapthumb.s3")) {
         self.client = client
-        self.replaceDifferentSource = replaceDifferentSource
+        self.onConflict = onConflict
         self.concurrency = max(1, concurrency)
         self.logger = logger
     }
@@ -35,9 +36,9 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     /// Opens `s3://BUCKET/PREFIX` with the environment's configuration and checks,
     /// once, that the bucket exists and the credentials are accepted (`config` error if not).
     public static func open(_ url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil,
-                            replaceDifferentSource: Bool = false, logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
+                            onConflict: ConflictPolicy = .refuse, logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
         let configuration = try S3Configuration(url: url, environment: environment, provider: provider, pathStyle: pathStyle)
-        let store = S3Store(client: S3Client(configuration: configuration, logger: logger), replaceDifferentSource: replaceDifferentSource, logger: logger)
+        let store = S3Store(client: S3Client(configuration: configuration, logger: logger), onConflict: onConflict, logger: logger)
         try store.client.checkAccess()
         return store
     }
@@ -65,6 +66,10 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         return try? Manifest.decode(body)
     }
 
+    public func isKnownAbsent(_ key: String) -> Bool {
+        locked { knownManifests.map { !$0.contains(key) } ?? false }
+    }
+
     public func prepareForBackfill() throws {
         let manifestsPrefix = configuration.prefix + "manifests/"
         let manifests = try client.list(prefix: manifestsPrefix).compactMap { object -> String? in
@@ -81,40 +86,45 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         }
     }
 
-    public func commit(_ upload: ProcessedUpload) throws {
+    @discardableResult
+    public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
         try StoreKey.validate(upload.manifest.key)
         for blob in upload.blobs where !locked({ knownBlobs.contains(blob.hex) }) {
             _ = try client.put(blobKey(blob.hex), body: blob.bytes, contentType: Self.mediaType(blob.bytes))
             locked { _ = knownBlobs.insert(blob.hex) }
         }
-        try publish(upload.manifest)
+        return try publish(upload.manifest)
     }
 
-    private func publish(_ manifest: Manifest) throws {
+    private func publish(_ manifest: Manifest) throws -> PublishOutcome {
         let key = manifestKey(manifest.key)
         let bytes = Self.manifestBytes(manifest)
         for _ in 0 ..< 4 {
             let created = try client.put(key, body: bytes, contentType: "application/json", createOnly: true)
             if created.status != 412 {
                 locked { knownManifests?.insert(manifest.key) }
-                return
+                return .created
             }
             // One is there already: read it, and decide.
             guard let (body, etag) = try client.get(key) else { continue } // deleted meanwhile: create again
             let existing = try? Manifest.decode(body)
-            let judgement = existing.map { ManifestReplacement.judge(existing: $0, new: manifest) } ?? .newRecipe
-            if judgement == .identical && [UInt8](body) == bytes { return }
-            if judgement == .differentSource && !replaceDifferentSource {
-                throw SnapError(.conflict, "\(location): key \"\(manifest.key)\" is already published for different source bytes (\(existing?.source.digest ?? "?")); the new upload is \(manifest.source.digest)")
+            let previous: String?
+            switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
+            case .keep: return .repeated
+            case .refuse(let error): throw error
+            case .overwrite(let p): previous = p
             }
             logger.notice("replacing a published manifest", metadata: [
                 "snap.key": "\(manifest.key)", "snap.store": "\(location)",
-                "snap.why": "\(judgement == .differentSource ? "different source (replace requested)" : existing == nil ? "unreadable manifest" : "new recipe")",
+                "snap.why": "\(previous != nil ? "other source bytes (--on-conflict replace)" : existing == nil ? "unreadable manifest" : "new recipe")",
                 "snap.old_source": "\(existing?.source.digest ?? "?")", "snap.new_source": "\(manifest.source.digest)",
                 "snap.old_recipe": "\(existing?.recipe.digest ?? "?")", "snap.new_recipe": "\(manifest.recipe.digest)"])
             // Replace only the version just read: a concurrent writer's newer one is not overwritten blindly.
             let replaced = try client.put(key, body: bytes, contentType: "application/json", ifMatch: etag.isEmpty ? nil : etag)
-            if replaced.status != 412 { return }
+            if replaced.status != 412 {
+                if let previous { return .replaced(previous: previous) }
+                return existing == nil ? .created : .repeated
+            }
         }
         throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" kept changing while being published; try again")
     }
@@ -128,7 +138,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     }
 
     public func makeCommitter<Tag: Sendable>(maxDelay: Double, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) -> any UploadCommitter<Tag> {
-        ConcurrentCommitter<Tag>(concurrency: concurrency, commit: { [self] in try commit($0) }, completion: completion)
+        ConcurrentCommitter<Tag>(concurrency: concurrency, commit: { [self] in _ = try commit($0) }, completion: completion)
     }
 
     private func locked<T>(_ body: () -> T) -> T {

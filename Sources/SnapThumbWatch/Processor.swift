@@ -13,7 +13,7 @@ import SnapThumbCore
 ///     → done/ (or delete) | failed/ + .error.json | back to incoming/ (transient)
 struct Processor: Sendable {
     let pipeline: Pipeline
-    let store: Store
+    let store: any StoreBackend
     let claims: Claims
     let quarantine: Quarantine
     let inFlight: InFlight

@@ -20,11 +20,15 @@ public final class WatchService: Service, @unchecked Sendable {
     private let logger: Logger
     private let layout: Layout
     private let me: WorkerIdentity
+    /// The store, when the caller opened it (a bucket is opened, and its access
+    /// checked, before the service starts); else the directory `config.store`.
+    private let openedStore: (any StoreBackend)?
 
     /// - Parameter registry: where `WatchMetrics` are collected (from
     ///   `WatchService.bootstrapMetrics()`); needed for `metricsFile`.
-    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger) {
+    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger, store: (any StoreBackend)? = nil) {
         self.config = config
+        self.openedStore = store
         self.pipeline = pipeline
         self.registry = registry
         self.logger = logger
@@ -40,10 +44,10 @@ public final class WatchService: Service, @unchecked Sendable {
         let config = self.config
         let layout = self.layout
         let logger = self.logger
-        let store: Store
+        let store: any StoreBackend
         do {
             try layout.create()
-            store = try Store(root: config.store, onConflict: pipeline.settings.onConflict)
+            store = try openedStore ?? Store(root: config.store, onConflict: pipeline.settings.onConflict)
         } catch let error as SnapError {
             throw WatchConfigError("cannot prepare the directories: \(error.message)")
         }
@@ -62,7 +66,7 @@ public final class WatchService: Service, @unchecked Sendable {
         }
         claims.recoverAbandoned(includingMine: true)
         try claims.register()
-        janitor.removeStaleTemporaries(under: store.root)
+        if let directory = store.directory { janitor.removeStaleTemporaries(under: directory) }
         janitor.removeStaleTemporaries(under: layout.failed)
         if let file = config.metricsFile { janitor.removeStaleTemporaries(of: file) }
 
@@ -110,7 +114,7 @@ public final class WatchService: Service, @unchecked Sendable {
             }
         }
         logger.info("watching", metadata: [
-            "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.root)",
+            "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.location)",
             "snap.jobs": "\(config.jobs)", "snap.mode": "\(config.poll ? "poll" : "inotify")"])
 
         // Run until SIGTERM/SIGINT (or cancellation).

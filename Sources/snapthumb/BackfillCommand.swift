@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SnapThumbCore
 import SnapThumbRunner
+import SnapThumbS3
 
 struct BackfillCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,11 +21,14 @@ struct BackfillCommand: ParsableCommand {
         """
     )
 
-    @Argument(help: ArgumentHelp("Directory tree of images.", valueName: "dir"))
+    @Argument(help: ArgumentHelp("Directory tree of images, or s3://BUCKET/PREFIX/ to read the objects under a bucket prefix.", valueName: "dir|s3-url"))
     var directory: String
 
-    @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
     var store: String
+
+    @Option(name: .long, help: ArgumentHelp("Process only shard I of N (0 <= I < N), chosen by a stable hash of each key: N machines split one backfill with no coordination.", valueName: "I/N"))
+    var shard: String?
 
     @Option(name: .long, help: ArgumentHelp("Images processed at once (default: the number of cores).", valueName: "n"))
     var jobs: Int?
@@ -48,6 +52,9 @@ struct BackfillCommand: ParsableCommand {
     var pipelineOptions: PipelineOptions
 
     func validate() throws {
+        try StoreArgument.validate(store)
+        do { try StoreLocation.check(directory) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
+        if let shard, Shard(shard) == nil { throw ValidationError("--shard must be I/N with 0 <= I < N (got '\(shard)')") }
         if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard ["processes", "threads"].contains(isolation) else {
             throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
@@ -61,19 +68,45 @@ struct BackfillCommand: ParsableCommand {
 
     func run() throws {
         let pipeline = try pipelineOptions.pipeline()
-        let summary: BackfillSummary
-        let store: Store
+        var summary: BackfillSummary
+        let store = try StoreArgument.open(self.store, onConflict: pipeline.settings.onConflict)
+        let shard = self.shard.flatMap(Shard.init)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "backfill")
         do {
-            store = try Store(root: self.store, onConflict: pipeline.settings.onConflict)
-            let removed = TempFiles.removeStale(under: store.root)
-            if removed > 0 { printError("backfill: removed \(removed) temp file(s) left in the store by processes that are gone") }
+            if let directory = store.directory {
+                let removed = TempFiles.removeStale(under: directory)
+                if removed > 0 { printError("backfill: removed \(removed) temp file(s) left in the store by processes that are gone") }
+            }
+            let reader: any SourceReader
+            var files: [FileWalker.Entry]
+            var ignored = 0
+            if S3Configuration.isS3URL(directory) {
+                let sources: S3Sources
+                do { sources = try S3Sources(url: directory) } catch let error as SnapError {
+                    printError("\(directory): \(error.code.rawValue): \(error.message)")
+                    throw ExitCode(2)
+                }
+                let listed: (files: [(relativePath: String, path: String, size: Int)], skipped: Int)
+                do { listed = try sources.list() } catch let error as SnapError where error.code == .config {
+                    printError("\(directory): \(error.code.rawValue): \(error.message)")
+                    throw ExitCode(2)
+                }
+                files = listed.files.map { FileWalker.Entry(relativePath: $0.relativePath, path: $0.path, size: $0.size) }
+                ignored = listed.skipped
+                reader = sources
+            } else {
+                let walk = try FileWalker.regularFiles(under: directory, excluding: store.directory)
+                files = walk.files
+                ignored = walk.skipped
+                reader = LocalFiles()
+            }
+            if let shard { files = files.filter { shard.contains($0.relativePath) } }
             let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
             let printManifests = self.printManifests
             let mode: Isolation = isolation == "threads" ? .threads : .processes(executable: selfExecutable)
-            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode, interruption: interruption).run(
-                root: directory,
+            summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode, reader: reader, interruption: interruption).run(
+                files: files,
                 interval: bar.interactive ? 0.2 : progressInterval,
                 onResult: { result in
                     switch result.outcome {
@@ -90,19 +123,20 @@ struct BackfillCommand: ParsableCommand {
                 },
                 onProgress: { bar.show($0) })
             bar.finish()
+            summary.ignored = ignored
         } catch let error as SnapError {
             printError("\(directory): \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
 
-        if summary.interrupted {
+        if summary.interrupted, let directory = store.directory {
             // Workers finished their files and exited; anything a killed one left goes.
-            TempFiles.removeStale(under: store.root)
+            TempFiles.removeStale(under: directory)
         }
-        printError(Self.summaryText(summary, store: store.root))
+        printError(Self.summaryText(summary, store: store.location))
         if let report {
             do {
-                try summary.report(root: directory, store: store.root).write(to: URL(fileURLWithPath: report), options: .atomic)
+                try summary.report(root: directory, store: store.location).write(to: URL(fileURLWithPath: report), options: .atomic)
                 printError("report: \(report)")
             } catch {
                 printError("\(report): io: cannot write the report: \(error.localizedDescription)")
@@ -127,7 +161,7 @@ struct BackfillCommand: ParsableCommand {
             lines.append("interrupted: \(s.notStarted) file(s) not started; run the same command again to do the rest")
         }
         if s.ignored > 0 { lines.append("ignored \(s.ignored) dot-files, symlinks or special files") }
-        lines.append("manifests: \(store)/manifests/")
+        lines.append("manifests: \(store.hasSuffix("/") ? store : store + "/")manifests/")
         return lines.joined(separator: "\n")
     }
 }

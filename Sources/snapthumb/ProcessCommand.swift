@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SnapThumbCore
 import SnapThumbRunner
+import SnapThumbS3
 
 struct ProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,19 +20,17 @@ struct ProcessCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Image files (JPEG, PNG, WebP, HEIC/HEIF, AVIF, GIF).", valueName: "file"))
     var files: [String]
 
-    @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
     var store: String
+
+    func validate() throws { try StoreArgument.validate(store) }
 
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
     func run() throws {
         let pipeline = try pipelineOptions.pipeline()
-        let store: Store
-        do { store = try Store(root: self.store, onConflict: pipeline.settings.onConflict) } catch let error as SnapError {
-            printError("\(self.store): \(error.code.rawValue): \(error.message)")
-            throw ExitCode(1)
-        }
+        let store = try StoreArgument.open(self.store, onConflict: pipeline.settings.onConflict)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "process")
         var failed = false

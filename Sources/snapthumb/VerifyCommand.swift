@@ -1,29 +1,47 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbS3
 import SnapThumbVerify
 
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check a store: re-hash every blob, validate every manifest and the blobs it names.",
-        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any. Stray temp files (left by a process that stopped mid-write) are warnings on stderr, 'warning: <path>: …', and do not change the exit status."
+        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any. Stray temp files (left by a process that stopped mid-write) are warnings on stderr, 'warning: <path>: …', and do not change the exit status. A bucket store (s3://BUCKET/PREFIX) is listed and every object read; blobs no manifest names are printed as warnings on stderr ('orphan: <url>') and are not problems. A missing bucket or refused credentials exit 2."
     )
 
-    @Argument(help: ArgumentHelp("Store directory.", valueName: "store"))
+    @Argument(help: ArgumentHelp("Store directory or s3://BUCKET/PREFIX.", valueName: "store"))
     var store: String
 
+    func validate() throws { try StoreArgument.validate(store) }
+
     func run() throws {
-        let report: StoreVerifier.Report
-        do { report = try StoreVerifier.verify(root: store) } catch let error as SnapError {
-            printError("\(store): \(error.code.rawValue): \(error.message)")
-            throw ExitCode(1)
+        let problems: [String], blobs: Int, manifests: Int
+        var warnings: [String] = []
+        if S3Configuration.isS3URL(store) {
+            guard let bucket = try StoreArgument.open(store) as? S3Store else { throw ExitCode(2) }
+            let result: S3Verifier.Result
+            do { result = try S3Verifier.verify(bucket) } catch let error as SnapError {
+                printError("\(store): \(error.code.rawValue): \(error.message)")
+                throw ExitCode(1)
+            }
+            for orphan in result.orphans { printError("orphan: \(orphan) (no manifest names it; harmless)") }
+            (problems, blobs, manifests) = (result.problems, result.blobs, result.manifests)
+        } else {
+            let report: StoreVerifier.Report
+            do { report = try StoreVerifier.verify(root: store) } catch let error as SnapError {
+                printError("\(store): \(error.code.rawValue): \(error.message)")
+                throw ExitCode(1)
+            }
+            (problems, blobs, manifests) = (report.problems, report.blobs, report.manifests)
+            warnings = report.warnings
         }
-        for problem in report.problems { printOut(problem) }
-        for warning in report.warnings { printError("warning: \(warning)") }
-        var verdict = report.isClean ? "ok" : "\(report.problems.count) problem(s)"
-        if !report.warnings.isEmpty { verdict += ", \(report.warnings.count) warning(s)" }
-        printError("verify: \(report.blobs) blobs, \(report.manifests) manifests: \(verdict)")
-        if !report.isClean { throw ExitCode(1) }
+        for problem in problems { printOut(problem) }
+        for warning in warnings { printError("warning: \(warning)") }
+        var verdict = problems.isEmpty ? "ok" : "\(problems.count) problem(s)"
+        if !warnings.isEmpty { verdict += ", \(warnings.count) warning(s)" }
+        printError("verify: \(blobs) blobs, \(manifests) manifests: \(verdict)")
+        if !problems.isEmpty { throw ExitCode(1) }
     }
 }

@@ -23,7 +23,7 @@ struct WatchCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Upload directory (incoming/, processing/, done/, failed/ are created in it).", valueName: "upload-dir"))
     var uploadDirectory: String
 
-    @Option(name: .long, help: ArgumentHelp("Store directory (created if missing).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
     var store: String?
 
     @Option(name: .long, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
@@ -103,13 +103,15 @@ struct WatchCommand: AsyncParsableCommand {
             }
             if let watch = document.watch { file = (configPath, watch.mapValues(\.text)) }
         }
+        let resolved: WatchConfiguration
         do {
-            let config = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
-            try config.checkPaths()
-            return config
+            resolved = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
+            try resolved.checkPaths()
         } catch let error as WatchConfigError {
             throw ValidationError(error.description)
         }
+        try StoreArgument.validate(resolved.store)
+        return resolved
     }
 
     func run() async throws {
@@ -126,7 +128,9 @@ struct WatchCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "snapthumb.watch")
         let registry = WatchService.bootstrapMetrics()
-        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger)
+        // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
+        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict)
+        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store)
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SnapThumbCore
+import SnapThumbS3
 import SnapThumbRunner
 import VipsKit
 
@@ -12,8 +13,11 @@ struct WorkerCommand: ParsableCommand {
         shouldDisplay: false
     )
 
-    @Option(name: .long, help: "Store directory.")
+    @Option(name: .long, help: "Store directory or s3:// URL.")
     var store: String
+
+    @Option(name: .long, help: "Where sources are read: an s3:// URL (default: files).")
+    var sources: String?
 
     @Option(name: .long, help: "Settings as JSON (the config-file format).")
     var settingsJson: String
@@ -34,15 +38,17 @@ struct WorkerCommand: ParsableCommand {
             throw ValidationError("--settings-json: \(error)")
         }
         let pipeline: Pipeline
-        let store: Store
+        let store: any StoreBackend
+        let reader: any SourceReader
         do {
             pipeline = try Pipeline(settings: settings)
-            store = try Store(root: self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse)
+            store = try StoreLocation.open(self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse)
+            reader = try sources.map { try S3Sources(url: $0) } ?? LocalFiles()
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
-        Backfill(pipeline: pipeline, store: store, jobs: 1).serveWorker(commitDelay: max(0, commitDelayMs) / 1000)
+        Backfill(pipeline: pipeline, store: store, jobs: 1, reader: reader).serveWorker(commitDelay: max(0, commitDelayMs) / 1000)
     }
 }
 

@@ -87,7 +87,7 @@ struct S3StoreTests {
         try s3.commit(recipe)
         #expect(try s3.manifest(for: "k.jpg") == recipe.manifest)
 
-        let replacing = S3Store(client: try moto.client(bucket: thumbs), replaceDifferentSource: true)
+        let replacing = S3Store(client: try moto.client(bucket: thumbs), onConflict: .replace)
         try replacing.commit(other)
         #expect(try s3.manifest(for: "k.jpg") == other.manifest)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import VipsKit
 
 /// Takes processed uploads and reports each one once it is durably published,
 /// so that the caller can go on with its next image meanwhile (`GroupCommitter`
@@ -29,13 +30,35 @@ public protocol StoreBackend: Sendable {
     var directory: String? { get }
     /// The manifest published for `key`, or nil.
     func manifest(for key: String) throws -> Manifest?
+    /// What a publish does when the key has a manifest of other source bytes
+    /// (`KeyConflict.decide` is the one place that applies it, for every backend).
+    var onConflict: ConflictPolicy { get }
     /// Stores the blobs, then publishes the manifest; blocks until both are durable.
-    func commit(_ upload: ProcessedUpload) throws
+    @discardableResult
+    func commit(_ upload: ProcessedUpload) throws -> PublishOutcome
     /// A committer for many uploads in a row (backfill, workers).
     func makeCommitter<Tag: Sendable>(maxDelay: Double, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) -> any UploadCommitter<Tag>
     /// Learns in bulk what the store already holds (a bucket lists it), so that a
     /// backfill does not ask about every key one at a time.
     func prepareForBackfill() throws
+    /// True when `prepareForBackfill`'s listing showed no manifest for `key`
+    /// (then there is no need to ask); false when unknown.
+    func isKnownAbsent(_ key: String) -> Bool
+}
+
+/// Where a backfill reads its sources: files here, or objects in a bucket.
+public protocol SourceReader: Sendable {
+    /// Reads one source whole, refusing it (`too-large`) when it is over `limit` bytes.
+    func read(_ path: String, limit: Int) throws -> SourceBuffer
+    /// What a `worker` process is given as `--sources` to read the same way (nil: local files).
+    var workerArgument: String? { get }
+}
+
+/// Sources that are files on this machine.
+public struct LocalFiles: SourceReader {
+    public init() {}
+    public func read(_ path: String, limit: Int) throws -> SourceBuffer { try InputFile.read(path, limit: limit) }
+    public var workerArgument: String? { nil }
 }
 
 extension GroupCommitter: UploadCommitter {}
@@ -50,20 +73,5 @@ extension Store: StoreBackend {
     }
 
     public func prepareForBackfill() throws {}
-}
-
-/// What publishing a manifest over one already there means. Shared by every
-/// backend, so that a key means the same thing wherever it is stored.
-public enum ManifestReplacement: Sendable, Equatable {
-    /// The same manifest again: nothing to do.
-    case identical
-    /// The same source bytes under a new recipe: replace it (an explicit, logged act).
-    case newRecipe
-    /// Different source bytes under the same key.
-    case differentSource
-
-    public static func judge(existing: Manifest, new: Manifest) -> ManifestReplacement {
-        if existing.source.digest != new.source.digest || existing.source.bytes != new.source.bytes { return .differentSource }
-        return existing.recipe.digest == new.recipe.digest ? .identical : .newRecipe
-    }
+    public func isKnownAbsent(_ key: String) -> Bool { false }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import SnapThumbCore
+import VipsKit
+
+/// A `--store` (or source) argument: a directory path or an `s3://BUCKET/PREFIX` URL.
+public enum StoreLocation {
+    /// Throws a `config` error for anything that is neither: another URL scheme
+    /// (`gs://`, `http://`) or a malformed s3 URL (`s3:/x`, `s3:bucket`) would
+    /// otherwise be taken as a directory name and silently created.
+    public static func check(_ argument: String) throws {
+        if S3Configuration.isS3URL(argument) {
+            _ = try S3Configuration.parseURL(String(argument.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]))
+            return
+        }
+        guard !argument.isEmpty else { throw SnapError(.config, "the store is an empty string") }
+        // Something that starts like a URL (`scheme:`) but is not an s3 one.
+        let scheme = argument.prefix { $0 != ":" && $0 != "/" }
+        if argument.dropFirst(scheme.count).hasPrefix(":"), let first = scheme.first, first.isLetter,
+           scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
+            throw SnapError(.config, "\"\(argument)\" is neither a directory path nor an s3://BUCKET/PREFIX URL (write ./\(argument) for a directory of that name)")
+        }
+    }
+
+    /// Opens a store: a directory (created if missing) or a bucket (checked once:
+    /// a missing bucket or refused credentials is a `config` error, before anything is written).
+    public static func open(_ argument: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+                            onConflict: ConflictPolicy = .refuse, logger: Logger = Logger(label: "snapthumb.s3")) throws -> any StoreBackend {
+        try check(argument)
+        if S3Configuration.isS3URL(argument) {
+            return try S3Store.open(argument, environment: environment, onConflict: onConflict, logger: logger)
+        }
+        return try Store(root: argument, onConflict: onConflict)
+    }
+}
+
+/// Backfill sources that are objects under `s3://BUCKET/PREFIX`.
+public struct S3Sources: SourceReader {
+    public let client: S3Client
+
+    public init(url: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        client = S3Client(configuration: try S3Configuration(url: url, environment: environment))
+    }
+
+    public var workerArgument: String? {
+        let c = client.configuration
+        return c.location + "?" + (c.provider != .s3 ? "provider=\(c.provider.rawValue)&" : "") + "path-style=\(c.pathStyle)"
+    }
+
+    /// Every object under the prefix, as backfill entries: the key relative to the
+    /// prefix is the upload's key; "directory" markers and dot-names are skipped.
+    public func list() throws -> (files: [(relativePath: String, path: String, size: Int)], skipped: Int) {
+        try client.checkAccess()
+        let prefix = client.configuration.prefix
+        var files: [(String, String, Int)] = []
+        var skipped = 0
+        for object in try client.list(prefix: prefix) {
+            let relative = String(object.key.dropFirst(prefix.count))
+            if relative.isEmpty || relative.hasSuffix("/") || relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
+                skipped += 1
+                continue
+            }
+            files.append((relative, "s3://\(client.configuration.bucket)/\(object.key)", object.size))
+        }
+        return (files.sorted { $0.0 < $1.0 }, skipped)
+    }
+
+    public func read(_ path: String, limit: Int) throws -> SourceBuffer {
+        let bucketPrefix = "s3://\(client.configuration.bucket)/"
+        guard path.hasPrefix(bucketPrefix) else { throw SnapError(.internal, "\(path) is not in \(bucketPrefix)") }
+        guard let (body, _) = try client.get(String(path.dropFirst(bucketPrefix.count))) else {
+            throw SnapError(.io, "\(path): no longer in the bucket")
+        }
+        guard body.count <= limit else {
+            throw SnapError(.tooLarge, "input is \(body.count) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        }
+        return SourceBuffer([UInt8](body))
+    }
+}
