@@ -7,6 +7,7 @@
 Listens on a free loopback port and prints it as the first line of standard
 output ("port N"). Each request read from a client is, in order:
   - delayed by --latency-ms (a round trip that long, per request),
+  - (only for --fault-methods, when given)
   - with probability --slowdown answered "503 SlowDown" without reaching upstream,
   - with probability --drop forwarded, then the client's connection closed without
     an answer (the write may or may not have happened: the client must retry safely),
@@ -25,7 +26,7 @@ import threading
 import time
 
 lock = threading.Lock()
-stats = {"requests": 0, "methods": {}, "slowdowns": 0, "drops": 0, "expect_continue": 0, "forwarded": 0}
+stats = {"requests": 0, "methods": {}, "slowdowns": 0, "drops": 0, "expect_continue": 0, "forwarded": 0, "puts_ok": {}}
 
 
 def record(args, **changes):
@@ -33,6 +34,8 @@ def record(args, **changes):
         for k, v in changes.items():
             if k == "method":
                 stats["methods"][v] = stats["methods"].get(v, 0) + 1
+            elif k == "put_ok":
+                stats["puts_ok"][v] = stats["puts_ok"].get(v, 0) + 1
             else:
                 stats[k] += v
         if args.stats:
@@ -107,6 +110,8 @@ class Handler(socketserver.StreamRequestHandler):
                 if args.latency_ms > 0:
                     time.sleep(args.latency_ms / 1000.0)
                 roll = self.server.random()
+                if args.fault_methods and method not in args.fault_methods.split(","):
+                    roll = 1.0
                 if roll < args.slowdown:
                     record(args, slowdowns=1)
                     payload = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>"
@@ -129,6 +134,8 @@ class Handler(socketserver.StreamRequestHandler):
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 a_start, a_headers, a_body = answer
+                if method == "PUT" and a_start.split()[1].startswith(b"2"):
+                    record(args, put_ok=start.split()[1].decode("latin-1").split("?")[0])
                 self.wfile.write(a_start + b"".join(a_headers) + b"\r\n" + a_body)
                 self.wfile.flush()
         except (ConnectionError, OSError, ValueError):
@@ -151,6 +158,7 @@ def main():
     parser.add_argument("--drop", type=float, default=0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--stats")
+    parser.add_argument("--fault-methods", help="inject faults only into these methods (comma-separated)")
     args = parser.parse_args()
     host, _, port = args.upstream.rpartition(":")
     if host not in ("127.0.0.1", "localhost", "::1"):

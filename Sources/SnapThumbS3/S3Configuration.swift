@@ -21,6 +21,8 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var pathStyle: Bool
     public var provider: S3Provider
     public var credentials: S3Credentials
+    /// Attempts per request, first one included (`AWS_MAX_ATTEMPTS`, as the AWS SDKs read it).
+    public var maxAttempts: Int = 6
 
     /// `s3://BUCKET/PREFIX` without credentials: safe to print.
     public var location: String { "s3://\(bucket)/\(prefix)" }
@@ -77,6 +79,10 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
             throw SnapError(.config, "\(url): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
+        }
+        if let text = value("AWS_MAX_ATTEMPTS") {
+            guard let n = Int(text), n >= 1 else { throw SnapError(.config, "AWS_MAX_ATTEMPTS=\(text): expected a whole number of at least 1") }
+            maxAttempts = n
         }
         credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
         region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"

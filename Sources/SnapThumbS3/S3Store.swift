@@ -23,7 +23,8 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     private let logger: Logger
     private let lock = NSLock()
     private var knownBlobs: Set<String> = []
-    /// Keys with a manifest; nil until a listing has been made (then absent keys cost no request).
+    /// Keys with a manifest; nil until a listing has been made (then a backfill
+    /// asks `isKnownAbsent` and makes no request for an absent key).
     private var knownManifests: Set<String>?
 
     public init(client: S3Client, onConflict: ConflictPolicy = .refuse, concurrency: Int = 16, logger: Logger = Logger(label: "snapthumb.s3")) {
@@ -38,7 +39,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     public static func open(_ url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil,
                             onConflict: ConflictPolicy = .refuse, logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
         let configuration = try S3Configuration(url: url, environment: environment, provider: provider, pathStyle: pathStyle)
-        let store = S3Store(client: S3Client(configuration: configuration, logger: logger), onConflict: onConflict, logger: logger)
+        let store = S3Store(client: S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts), logger: logger), onConflict: onConflict, logger: logger)
         try store.client.checkAccess()
         return store
     }
@@ -61,7 +62,6 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
 
     public func manifest(for key: String) throws -> Manifest? {
         try StoreKey.validate(key)
-        if let known = locked({ knownManifests }), !known.contains(key) { return nil }
         guard let (body, _) = try client.get(manifestKey(key)) else { return nil }
         return try? Manifest.decode(body)
     }

@@ -39,7 +39,8 @@ public struct S3Sources: SourceReader {
     public let client: S3Client
 
     public init(url: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        client = S3Client(configuration: try S3Configuration(url: url, environment: environment))
+        let configuration = try S3Configuration(url: url, environment: environment)
+        client = S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts))
     }
 
     public var workerArgument: String? {

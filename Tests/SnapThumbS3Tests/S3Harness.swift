@@ -118,11 +118,11 @@ final class FaultProxy: @unchecked Sendable {
     let endpoint: String
     let statsPath: String
 
-    init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1) throws {
+    init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1, faultMethods: String? = nil) throws {
         statsPath = NSTemporaryDirectory() + "snapthumb-proxy-\(UUID().uuidString).json"
         helper = try Helper(["\(Repo.root)/Scripts/fault-proxy.py", "--upstream", "127.0.0.1:\(upstreamPort)",
                              "--latency-ms", "\(latencyMs)", "--slowdown", "\(slowdown)", "--drop", "\(drop)",
-                             "--seed", "\(seed)", "--stats", statsPath])
+                             "--seed", "\(seed)", "--stats", statsPath] + (faultMethods.map { ["--fault-methods", $0] } ?? []))
         guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {
             helper.stop()
             throw SnapError(.internal, "the fault proxy did not start: \(helper.firstLine)")
@@ -142,11 +142,13 @@ final class FaultProxy: @unchecked Sendable {
         let drops: Int
         let expect_continue: Int
         let forwarded: Int
+        /// Successful PUTs by path.
+        let puts_ok: [String: Int]
     }
 
     var stats: Stats {
         (try? JSONDecoder().decode(Stats.self, from: Data(contentsOf: URL(fileURLWithPath: statsPath))))
-            ?? Stats(requests: 0, methods: [:], slowdowns: 0, drops: 0, expect_continue: 0, forwarded: 0)
+            ?? Stats(requests: 0, methods: [:], slowdowns: 0, drops: 0, expect_continue: 0, forwarded: 0, puts_ok: [:])
     }
 }
 
