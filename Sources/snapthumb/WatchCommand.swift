@@ -129,7 +129,7 @@ struct WatchCommand: AsyncParsableCommand {
         let logger = Logger(label: "snapthumb.watch")
         let registry = WatchService.bootstrapMetrics()
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
-        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict)
+        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store)
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

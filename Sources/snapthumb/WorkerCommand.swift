@@ -42,7 +42,7 @@ struct WorkerCommand: ParsableCommand {
         let reader: any SourceReader
         do {
             pipeline = try Pipeline(settings: settings)
-            store = try StoreLocation.open(self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse)
+            store = try StoreLocation.open(self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger)
             reader = try sources.map { try S3Sources(url: $0) } ?? LocalFiles()
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")

@@ -61,6 +61,34 @@ struct S3CommandLineTests {
         #expect(verify.stderr.contains("6 manifests: ok"))
     }
 
+    @Test("a new recipe replaces a published manifest, logged on stderr (stdout stays manifests only); different bytes are a conflict")
+    func replaceAndConflict() throws {
+        let (moto, bucket) = try Moto.withBucket()
+        let env = moto.environment()
+        let store = "s3://\(bucket)/r"
+        let first = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store], environment: env)
+        #expect(first.status == 0)
+        let second = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store, "--quality-max", "70"], environment: env)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stderr.contains("replacing a published manifest") && second.stderr.contains("new recipe"), "\(second.stderr)")
+        let lines = second.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        let manifest = try Manifest.decode(Data(lines[0].utf8))
+        #expect(try Manifest.decode(try #require(try moto.client(bucket: bucket).get("r/manifests/grey.jpg.json")).body) == manifest)
+
+        // Other bytes under the same key (the file name): refused as a conflict, the first stays.
+        let other = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        try FileManager.default.copyItem(atPath: "\(Self.samples)/phone-portrait.jpg", toPath: "\(other)/grey.jpg")
+        let conflict = try CLI.run(["process", "\(other)/grey.jpg", "--store", store, "--quality-max", "70"], environment: env)
+        #expect(conflict.status == 1)
+        #expect(conflict.stderr.contains(": conflict: "), "\(conflict.stderr)")
+        #expect(try Manifest.decode(try #require(try moto.client(bucket: bucket).get("r/manifests/grey.jpg.json")).body) == manifest)
+        for text in [first.stderr, second.stderr, conflict.stderr] {
+            #expect(!text.contains(moto.secretAccessKey) && !text.contains(moto.accessKeyID))
+        }
+    }
+
     @Test("verify catches a flipped byte and a missing blob (exit 1), and names orphans")
     func verifyDamage() throws {
         let (moto, bucket) = try Moto.withBucket()
@@ -164,6 +192,9 @@ struct S3CommandLineTests {
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect((json?["failedByCode"] as? [String: Int])?["store"] == 6)
         #expect(proxy.stats.slowdowns >= 6)
+        let reportText = try String(contentsOfFile: report, encoding: .utf8)
+        #expect(!reportText.contains(moto.secretAccessKey) && !reportText.contains(moto.accessKeyID))
+        #expect(!failed.stderr.contains(moto.secretAccessKey) && !failed.stderr.contains(moto.accessKeyID))
         let rerun = try CLI.run(["backfill", tree, "--store", "s3://\(bucket)/t", "--jobs", "2"], environment: moto.environment())
         #expect(rerun.status == 0 && rerun.stderr.contains("6 processed"), "\(rerun.stderr)")
         #expect(try CLI.run(["verify", "s3://\(bucket)/t"], environment: moto.environment()).status == 0)
