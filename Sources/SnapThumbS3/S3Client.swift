@@ -91,6 +91,12 @@ public final class S3Client: Sendable {
     /// Every body carries a checksum the server checks: `x-amz-checksum-sha256`
     /// on S3, `Content-MD5` on Google Cloud Storage.
     public func put(_ key: String, body: [UInt8], contentType: String, createOnly: Bool = false, ifMatch: String? = nil) throws -> S3Response {
+        let (headers, hex) = putHeaders(body: body, contentType: contentType, createOnly: createOnly, ifMatch: ifMatch)
+        return try send("PUT", key: key, headers: headers, body: body, payloadHash: hex, accept: [200, 201, 204, 412])
+    }
+
+    /// A PUT's headers (before signing) and its payload hash, per provider.
+    func putHeaders(body: [UInt8], contentType: String, createOnly: Bool, ifMatch: String?) -> ([(String, String)], String) {
         let digest = SHA256.digest(body)
         var headers: [(String, String)] = [("Content-Type", contentType)]
         switch configuration.provider {
@@ -105,7 +111,7 @@ public final class S3Client: Sendable {
         }
         if let ifMatch { headers.append(("If-Match", ifMatch)) }
         let hex = digest.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-        return try send("PUT", key: key, headers: headers, body: body, payloadHash: hex, accept: [200, 201, 204, 412])
+        return (headers, hex)
     }
 
     /// The object's bytes and ETag, or nil when there is none.

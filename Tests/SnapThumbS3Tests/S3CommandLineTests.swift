@@ -128,6 +128,15 @@ struct S3CommandLineTests {
             }
         }
         #expect(try moto.client(bucket: bucket).list(prefix: "").isEmpty)
+        // watch checks access before it claims anything.
+        let up = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: up) }
+        try FileManager.default.createDirectory(atPath: up + "/incoming", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: "\(Self.samples)/grey.jpg", toPath: up + "/incoming/a.jpg")
+        let watch = try CLI.run(["watch", up, "--store", "s3://\(bucket)/t"], environment: moto.environment(secret: wrong))
+        #expect(watch.status == 2, "\(watch.stderr)")
+        #expect(FileManager.default.fileExists(atPath: up + "/incoming/a.jpg"))
+        #expect(!watch.stderr.contains(wrong) && !watch.stderr.contains(moto.accessKeyID))
         let missing = try CLI.run(["backfill", tree, "--store", "s3://no-such-bucket-here/t"], environment: moto.environment())
         #expect(missing.status == 2 && missing.stderr.contains("no such bucket"), "\(missing.stderr)")
     }
@@ -149,6 +158,15 @@ struct S3CommandLineTests {
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: cwd).isEmpty)
         #expect(try CLI.run(["verify", "ftp://x/y"]).status == 2)
+        // watch: the flag, and the config file's watch.store.
+        let up = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: up) }
+        #expect(try CLI.run(["watch", up, "--store", "gs://b/x"]).status == 2)
+        let config = up + "/config.json"
+        try Data(#"{"watch": {"store": "s3:thumbs"}}"#.utf8).write(to: URL(fileURLWithPath: config))
+        let fromFile = try CLI.run(["watch", up, "--config", config])
+        #expect(fromFile.status == 2, "\(fromFile.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: up + "/incoming"))
         #expect(try CLI.run(["backfill", Self.samples, "--store", "./x", "--shard", "2/2"]).status == 2)
     }
 

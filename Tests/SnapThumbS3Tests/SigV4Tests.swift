@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbS3
+import SnapThumbCore
 
 /// The signer against AWS's published vectors: the Signature Version 4 test
 /// suite (the cases that apply to S3: no path normalisation, which S3 does not
@@ -119,5 +120,57 @@ import Testing
     @Test func uriEncoding() {
         #expect(SigV4Signer.uriEncode("a b/c+d~é", keepSlash: true) == "a%20b/c%2Bd~%C3%A9")
         #expect(SigV4Signer.uriEncode("a/b", keepSlash: false) == "a%2Fb")
+    }
+}
+
+/// Configuration from the environment, and the provider's headers.
+@Suite struct S3ConfigurationTests {
+    static let keys = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secretvalue"]
+
+    @Test func endpointRegionAndAddressing() throws {
+        var c = try S3Configuration(url: "s3://thumbs/a/b", environment: Self.keys)
+        #expect(c.bucket == "thumbs" && c.prefix == "a/b/" && c.region == "us-east-1" && !c.pathStyle)
+        #expect(c.endpoint.absoluteString == "https://s3.us-east-1.amazonaws.com")
+        c = try S3Configuration(url: "s3://thumbs", environment: Self.keys.merging(["AWS_DEFAULT_REGION": "eu-west-1"]) { $1 })
+        #expect(c.region == "eu-west-1" && c.prefix == "")
+        c = try S3Configuration(url: "s3://thumbs/", environment: Self.keys.merging(["AWS_REGION": "ap-south-1", "AWS_DEFAULT_REGION": "eu-west-1",
+                                                                                 "AWS_ENDPOINT_URL": "http://localhost:9000",
+                                                                                 "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9001"]) { $1 })
+        #expect(c.region == "ap-south-1" && c.endpoint.absoluteString == "http://127.0.0.1:9001" && c.pathStyle)
+        c = try S3Configuration(url: "s3://thumbs/", environment: Self.keys.merging(["AWS_ENDPOINT_URL": "http://localhost:9000"]) { $1 })
+        #expect(c.pathStyle)
+        c = try S3Configuration(url: "s3://thumbs/", environment: Self.keys.merging(["AWS_ENDPOINT_URL": "https://minio.example.net"]) { $1 })
+        #expect(!c.pathStyle)
+        c = try S3Configuration(url: "s3://thumbs/", environment: Self.keys.merging(["AWS_ENDPOINT_URL": "https://minio.example.net", "SNAPTHUMB_S3_PATH_STYLE": "true"]) { $1 })
+        #expect(c.pathStyle)
+        c = try S3Configuration(url: "s3://thumbs/x?provider=gcs&path-style=true", environment: Self.keys)
+        #expect(c.provider == .gcs && c.pathStyle && c.prefix == "x/")
+        #expect(throws: SnapError.self) { try S3Configuration(url: "s3://thumbs/", environment: [:]) }
+        #expect(throws: SnapError.self) { try S3Configuration(url: "s3://Bad_Bucket!/", environment: Self.keys) }
+        #expect(throws: SnapError.self) { try S3Configuration(url: "s3://thumbs/a/../b", environment: Self.keys) }
+        #expect(!"\(c)".contains("secretvalue") && !"\(c)".contains("AKIDEXAMPLE"))
+    }
+
+    @Test func storeArgumentsThatAreNeitherPathNorS3AreRefused() throws {
+        for bad in ["gs://b/p", "s3:b", "http://x/y", "s3://", "", "file:///tmp/x"] {
+            #expect(throws: SnapError.self, "\(bad)") { try StoreLocation.check(bad) }
+        }
+        for good in ["./store", "/srv/store", "store", "s3://thumbs/v1", "./a:b", "2026:11"] {
+            #expect(throws: Never.self, "\(good)") { try StoreLocation.check(good) }
+        }
+    }
+
+    @Test func providerHeaders() throws {
+        let body = Array("hello".utf8)
+        let s3 = S3Client(configuration: try S3Configuration(url: "s3://thumbs/", environment: Self.keys))
+        let (h1, hash) = s3.putHeaders(body: body, contentType: "image/jpeg", createOnly: true, ifMatch: nil)
+        #expect(hash == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+        #expect(h1.contains { $0 == ("If-None-Match", "*") })
+        #expect(h1.contains { $0 == ("x-amz-checksum-sha256", "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=") })
+        let gcs = S3Client(configuration: try S3Configuration(url: "s3://thumbs/", environment: Self.keys, provider: .gcs))
+        let (h2, _) = gcs.putHeaders(body: body, contentType: "image/jpeg", createOnly: true, ifMatch: nil)
+        #expect(h2.contains { $0 == ("x-goog-if-generation-match", "0") })
+        #expect(h2.contains { $0 == ("Content-MD5", "XUFAKrxLKna5cZ2REBfFkg==") })
+        #expect(!h2.contains { $0.0 == "If-None-Match" })
     }
 }
