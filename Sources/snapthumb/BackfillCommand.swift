@@ -61,7 +61,8 @@ struct BackfillCommand: ParsableCommand {
         }
         guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive (got \(progressInterval))") }
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard S3Configuration.isS3URL(directory)
+                || FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue else {
             throw ValidationError("\(directory) is not a directory (nothing to backfill)")
         }
     }
