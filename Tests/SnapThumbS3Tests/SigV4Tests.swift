@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SnapThumbS3
 import SnapThumbCore
+import SnapThumbRunner
 
 /// The signer against AWS's published vectors: the Signature Version 4 test
 /// suite (the cases that apply to S3: no path normalisation, which S3 does not
@@ -172,5 +173,21 @@ import SnapThumbCore
         #expect(h2.contains { $0 == ("x-goog-if-generation-match", "0") })
         #expect(h2.contains { $0 == ("Content-MD5", "XUFAKrxLKna5cZ2REBfFkg==") })
         #expect(!h2.contains { $0.0 == "If-None-Match" })
+    }
+}
+
+/// `--shard I/N`: the hash is part of the contract (machines of different
+/// releases must agree on the split), so its values are pinned here.
+@Suite struct ShardTests {
+    @Test func stableHashAndParsing() {
+        #expect(Shard.hash("") == 0xcbf2_9ce4_8422_2325)
+        #expect(Shard.hash("a") == 0xaf63_dc4c_8601_ec8c)
+        #expect(Shard.hash("foobar") == 0x85944171f73967e8)
+        #expect(Shard("0/1") != nil && Shard("3/4") != nil)
+        for bad in ["4/4", "-1/2", "1", "1/0", "a/b", "1/2/3", ""] { #expect(Shard(bad) == nil, "\(bad)") }
+        let keys = (0 ..< 1000).map { "2026/11/\($0).jpg" }
+        let shards = (0 ..< 4).map { Shard("\($0)/4")! }
+        for key in keys { #expect(shards.filter { $0.contains(key) }.count == 1) }
+        #expect(shards.allSatisfy { shard in keys.filter(shard.contains).count > 150 })
     }
 }
