@@ -234,7 +234,7 @@ public struct Backfill: Sendable {
     func prepare(_ entry: FileWalker.Entry) -> Prepared {
         do {
             let key = entry.relativePath
-            let source = try InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
+            let source = try entry.read(limit: pipeline.settings.limits.maxInputBytes)
             let digest = "sha256:" + source.sha256Hex
             if let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,
