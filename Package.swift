@@ -115,7 +115,9 @@ let package = Package(
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
+            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit",
+                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
     ]
 )

@@ -7,6 +7,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <errno.h>
 #include <string.h>
 #include <libexif/exif-data.h>
 #include <libimagequant.h>
@@ -701,6 +705,33 @@ snap_die_with_parent(void)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* The parent may have died before the call: then it has been reparented. */
 	return getppid() != parent || parent == 1;
+}
+
+int
+snap_rename_noreplace(const char *from, const char *to)
+{
+#ifdef SYS_renameat2
+	if (syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+#endif
+	struct stat st;
+	if (lstat(to, &st) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return rename(from, to);
+}
+
+void
+snap_oom_first(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	(void) !write(fd, "1000", 4);
+	close(fd);
 }
 
 /* ---- JPEG decoding straight with libjpeg ----

@@ -13,7 +13,11 @@ public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
     case budget
     /// A key that could escape the store (`..`, absolute, control characters).
     case unsafeName = "unsafe-name"
-    /// Reading the input or writing the store failed.
+    /// The input cannot be read for a reason retrying does not fix: permission
+    /// denied, a symlink loop or a name too long on its path, a device error.
+    case unreadable
+    /// Writing the store failed (full, read-only, I/O errors), or the process ran
+    /// out of descriptors or memory: retried later.
     case io
     /// Processing took longer than the per-image time limit.
     case timeout
@@ -33,6 +37,9 @@ public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
     public static func < (a: ErrorCode, b: ErrorCode) -> Bool { a.rawValue < b.rawValue }
 
     /// Transient failures may succeed if retried later (store full, read-only, I/O).
+    /// Only store-side (and process-side) errors are transient: a source that cannot
+    /// be read is `unreadable`, which is permanent; a bucket store that failed after
+    /// its retries is `store`.
     public var isTransient: Bool { self == .io || self == .store }
 }
 
@@ -53,6 +60,14 @@ public struct SnapError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 extension SnapError {
+    /// Failure to read an input: `unreadable` (permanent) unless the errno is about
+    /// this process (descriptors, memory, interruption), which is `io` (retried).
+    static func source(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
+        let transient: Set<Int32> = [EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR, ENOBUFS]
+        let reason = String(cString: strerror(code))
+        return SnapError(transient.contains(code) ? .io : .unreadable, "\(doing) \(path): \(reason)", cause: "errno \(code)")
+    }
+
     /// An I/O failure from `errno`, naming the path and what was being done.
     public static func io(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
         let reason = String(cString: strerror(code))

@@ -246,7 +246,9 @@ public struct Backfill: Sendable {
     func prepare(_ entry: FileWalker.Entry) -> Prepared {
         do {
             let key = entry.relativePath
-            let source = try reader.read(entry.path, limit: pipeline.settings.limits.maxInputBytes)
+            // A local name that is not UTF-8 is read by its bytes; everything else through the source reader.
+            let limit = pipeline.settings.limits.maxInputBytes
+            let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
             let digest = "sha256:" + source.sha256Hex
             if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,

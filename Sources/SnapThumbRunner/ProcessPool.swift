@@ -12,6 +12,8 @@ enum WorkerProtocol {
         var size: Int
         /// The store's listing showed no manifest for this key.
         var absent: Bool?
+        /// The path byte for byte, only when it is not UTF-8 (`path` is then escaped).
+        var raw: [UInt8]? = nil
     }
 
     struct Reply: Codable {
@@ -167,7 +169,8 @@ final class ProcessPool: @unchecked Sendable {
             while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
                   let item = take(held: inFlight.count, unprocessed: unprocessed.count) {
                 let entry = files[item.index]
-                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size, absent: entry.manifestAbsent ? true : nil)
+                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
+                                             absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)
                 var line = (try? encoder.encode(job)) ?? Data()
                 line.append(0x0A)
                 do { try writer.write(contentsOf: line) } catch { inFlight[item.index] = item; alive = false; break }
@@ -284,7 +287,8 @@ extension Backfill {
         // parent's next files may wait for exactly these commits).
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
-            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size, manifestAbsent: job.absent ?? false)
+            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
+                                         manifestAbsent: job.absent ?? false, rawPath: job.raw)
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6

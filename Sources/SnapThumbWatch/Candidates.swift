@@ -19,6 +19,21 @@ final class Candidates: @unchecked Sendable {
     private var members: Set<String> = []
     private var stopped = false
     private var pausedUntil = 0.0
+    /// Claims taken over from dead workers (already in this worker's claim directory).
+    private var suspects: [String] = []
+    /// Names that failed transiently: not handed out again before the time given,
+    /// so that one upload that keeps failing does not take every turn.
+    private var heldUntil: [String: Double] = [:]
+    /// Transient failures per name so far (its own backoff: 1 s, 2 s, 4 s … 60 s).
+    private var failures: [String: Int] = [:]
+
+    /// What a worker thread does next.
+    enum Work: Equatable {
+        /// Claim and process `incoming/<name>`.
+        case upload(String)
+        /// Process this worker's claim `<name>` alone, in a child process.
+        case suspect(String)
+    }
 
     init(incoming: String, capacity: Int, settle: Double) {
         self.incoming = incoming
@@ -44,29 +59,67 @@ final class Candidates: @unchecked Sendable {
         return !stopped && add(name, complete: false)
     }
 
+    /// Holds `name` back after a transient failure: it returns to `incoming/` and is
+    /// not handed out again for 1 s, 2 s, 4 s … 60 s (by its own failures), while
+    /// other names take their turns. Call before the name is released.
+    func holdBack(_ name: String) {
+        condition.lock()
+        defer { condition.unlock() }
+        if failures.count > 4 * capacity { failures.removeAll() }
+        let n = failures[name, default: 0]
+        failures[name] = n + 1
+        heldUntil[name] = wallNow() + min(60, Double(1 << min(n, 6)))
+    }
+
     private func add(_ name: String, complete: Bool) -> Bool {
+        let held = heldUntil[name].map { $0 > wallNow() } ?? false
         if members.contains(name) {
-            if complete, settling.removeValue(forKey: name) != nil { ready.append(name); condition.broadcast() }
+            if complete, !held, settling.removeValue(forKey: name) != nil { ready.append(name); condition.broadcast() }
             return true
         }
         guard !stopped, members.count < capacity else { return false }
         members.insert(name)
-        if complete { ready.append(name) } else { settling[name] = (nil, 0) }
+        if let until = heldUntil.removeValue(forKey: name), until > wallNow() {
+            settling[name] = (nil, until)
+        } else if complete {
+            ready.append(name)
+        } else {
+            settling[name] = (nil, 0)
+        }
         condition.broadcast()
         return true
     }
 
-    /// The next name to try to claim; waits while there is none. Nil once stopped.
-    func take() -> String? {
+    /// Queues claims taken over from dead workers.
+    func offerSuspects(_ names: [String]) {
+        guard !names.isEmpty else { return }
+        condition.lock()
+        suspects += names
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next work; waits while there is none. Nil once stopped.
+    func take() -> Work? {
         condition.lock()
         defer { condition.unlock() }
         while true {
             if stopped { return nil }
             let now = wallNow()
+            // Names written in place are looked at on every turn, also while claiming
+            // is paused and while other names are ready: they join the ready queue in
+            // turn instead of waiting until it is empty, which an upload that keeps
+            // coming back would never let happen.
+            for (name, entry) in settling where entry.due <= now {
+                examine(name, entry.status, now: now)
+            }
             if now < pausedUntil {
-                _ = condition.wait(until: Date(timeIntervalSince1970: pausedUntil))
+                var wake = pausedUntil
+                for entry in settling.values { wake = min(wake, max(entry.due, now + 0.01)) }
+                _ = condition.wait(until: Date(timeIntervalSince1970: wake))
                 continue
             }
+            if !suspects.isEmpty { return .suspect(suspects.removeFirst()) }
             if readyHead < ready.count {
                 let name = ready[readyHead]
                 readyHead += 1
@@ -76,13 +129,9 @@ final class Candidates: @unchecked Sendable {
                 }
                 members.remove(name)
                 condition.broadcast()
-                return name
+                return .upload(name)
             }
             var next = Double.infinity
-            for (name, entry) in settling where entry.due <= now {
-                examine(name, entry.status, now: now)
-            }
-            if readyHead < ready.count { continue }
             for entry in settling.values { next = min(next, entry.due) }
             if next.isFinite {
                 _ = condition.wait(until: Date(timeIntervalSince1970: max(next, now + 0.01)))

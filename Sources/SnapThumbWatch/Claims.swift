@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Logging
 import SnapThumbCore
+import VipsKit
 
 /// Moves uploads between `incoming/`, this worker's claim directory, `done/` and
 /// back, and returns the claims of dead workers. Every move is one rename(2), so
@@ -37,13 +38,18 @@ struct Claims: Sendable {
         rmdir(mine)
     }
 
-    enum ClaimResult { case claimed(String), gone, failed(SnapError) }
+    enum ClaimResult { case claimed(String), gone, busy, failed(SnapError) }
 
-    /// Claims `name` from `incoming/`. `.gone` when another worker took it first.
+    /// Claims `name` from `incoming/`. `.gone` when another worker took it first;
+    /// `.busy` while this worker still holds an upload of the same name (a claim
+    /// never replaces another).
     func claim(_ name: String) -> ClaimResult {
         let target = "\(mine)/\(name)"
-        if rename("\(layout.incoming)/\(name)", target) == 0 { return .claimed(target) }
-        if errno == ENOENT { return .gone }
+        let code = POSIX.renameNoReplace("\(layout.incoming)/\(name)", target)
+        if code == 0 { return .claimed(target) }
+        if code == ENOENT { return .gone }
+        if code == EEXIST { return .busy }
+        errno = code
         return .failed(FileOps.error("cannot claim \(layout.incoming)/\(name) into", target))
     }
 
@@ -68,26 +74,33 @@ struct Claims: Sendable {
         }
     }
 
-    /// Returns the claims of workers that are gone to `incoming/`, counting the attempt
-    /// in the name; an upload that has now stalled or crashed `maxAttempts` workers is
-    /// quarantined as `poison`. With `includingMine`, also this worker id's own leftovers
-    /// (a restart with the same `--worker-id`). Returns how many uploads were recovered.
-    @discardableResult
-    func recoverAbandoned(includingMine: Bool) -> Int {
+    /// Takes over the claims of workers that are gone: each moves into this worker's
+    /// claim directory under its own name and is returned, to be processed as a
+    /// suspect (alone, in a child process: see `Processor`). Nothing is counted
+    /// against an upload here: a worker that died with uploads in flight may have
+    /// been killed from outside (SIGKILL, the OOM killer, a deploy), which says
+    /// nothing about them. With `includingMine`, also this worker id's own leftovers
+    /// (a restart with the same `--worker-id`).
+    func takeOverAbandoned(includingMine: Bool) -> [String] {
+        // The claims move into this directory, which may not exist yet at start.
+        do { try FileOps.makeDirectory(mine) } catch {
+            logger.error("cannot create the claim directory", metadata: ["snap.error": "\(error)"])
+            return []
+        }
         var workers: [String] = []
         try? FileOps.forEachName(in: layout.processing) { name in
             if !name.hasPrefix(".") { workers.append(name) }
             return true
         }
-        var recovered = 0
+        // Our own leftovers first: what is taken over below lands in the same directory.
+        var taken: [String] = includingMine ? names(in: mine) : []
         for worker in workers {
-            if worker == me.id && !includingMine { continue }
-            if worker != me.id && !isGone(worker) { continue }
-            recovered += recoverClaims(of: worker)
+            if worker == me.id { continue }
+            if !isGone(worker) { continue }
+            taken += takeOver(from: worker)
         }
-        return recovered
+        return taken
     }
-
     /// A worker on this host is gone when its process is; one elsewhere when its lease expired.
     func isGone(_ worker: String) -> Bool {
         let directory = layout.claims(of: worker)
@@ -106,32 +119,32 @@ struct Claims: Sendable {
         return expired
     }
 
-    private func recoverClaims(of worker: String) -> Int {
-        let directory = layout.claims(of: worker)
+    private func names(in directory: String) -> [String] {
         var names: [String] = []
         try? FileOps.forEachName(in: directory) { name in
             if !name.hasPrefix(".") { names.append(name) }
             return names.count < 100_000
         }
-        var recovered = 0
+        return names
+    }
+
+    private func takeOver(from worker: String) -> [String] {
+        let directory = layout.claims(of: worker)
+        let names = names(in: directory)
+        var taken: [String] = []
+        var left = 0
         for name in names {
-            let (key, attempts) = UploadName.parse(name)
-            let source = "\(directory)/\(name)"
-            if attempts + 1 >= maxAttempts {
-                let error = SnapError(.poison, "this upload stopped \(attempts + 1) workers (crash or stall) while being processed; it is quarantined so that it cannot stop more")
-                if quarantine.quarantine(claim: source, key: key, error: error, attempts: attempts + 1, worker: worker) {
-                    recovered += 1
-                }
-                continue
-            }
-            let target = "\(layout.incoming)/\(UploadName.with(key: key, attempts: attempts + 1))"
-            if rename(source, target) == 0 {
-                recovered += 1
-                logger.warning("returned the claim of a dead worker to incoming/", metadata: [
-                    "snap.key": "\(key)", "snap.worker": "\(worker)", "snap.attempts": "\(attempts + 1)"])
+            let code = POSIX.renameNoReplace("\(directory)/\(name)", "\(mine)/\(name)")
+            if code == 0 {
+                taken.append(name)
+                logger.warning("took over the claim of a dead worker; it is processed alone, in a child process", metadata: [
+                    "snap.key": "\(UploadName.parse(name).key)", "snap.worker": "\(worker)"])
+            } else if code != ENOENT || FileOps.status("\(directory)/\(name)") != nil {
+                // EEXIST: this worker holds an upload of the same name; the next round takes it.
+                left += 1
             }
         }
-        if names.count < 100_000 {
+        if left == 0, names.count < 100_000 {
             // Its bookkeeping: the lease, and a lease's temp file if it died writing one.
             try? FileOps.forEachName(in: directory) { name in
                 if name == Lease.fileName || name.hasPrefix(".tmp-") { unlink("\(directory)/\(name)") }
@@ -139,6 +152,6 @@ struct Claims: Sendable {
             }
             rmdir(directory)
         }
-        return recovered
+        return taken
     }
 }

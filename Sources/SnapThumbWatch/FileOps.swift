@@ -47,11 +47,10 @@ enum FileOps {
             let candidate = n == 1 ? name : "\(stem)~\(n)\(ext.isEmpty ? "" : "." + ext)"
             if taken(candidate) { continue }
             let target = "\(directory)/\(candidate)"
-            if link(path, target) == 0 {
-                unlink(path)
-                return candidate
-            }
-            if errno != EEXIST { throw error("cannot move \(path) to", target) }
+            // One rename that never replaces (also for a directory or symlink, which link(2) cannot take).
+            let code = POSIX.renameNoReplace(path, target)
+            if code == 0 { return candidate }
+            if code != EEXIST { errno = code; throw error("cannot move \(path) to", target) }
         }
         throw SnapError(.io, "cannot move \(path) into \(directory): 10000 files named like \(name) are there")
     }

@@ -8,7 +8,10 @@ import Logging
 /// Events from `incoming/` via inotify: close-write (written in place) and
 /// moved-to (renamed in). Runs on its own thread, blocked in poll(2) when idle.
 final class InotifyWatcher: @unchecked Sendable {
-    enum Event { case written(String), movedIn(String), overflow }
+    enum Event { case written(Name), movedIn(Name), overflow }
+
+    /// A name from an event: escaped when it is not UTF-8 (no file has that name then).
+    struct Name { let name: String; let isUTF8: Bool }
 
     private let fd: Int32
     private let wakeRead: Int32
@@ -73,7 +76,8 @@ final class InotifyWatcher: @unchecked Sendable {
             for event in POSIX.inotifyEvents(bytes) {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { onEvent(.overflow); continue }
                 if event.name.isEmpty || event.mask & UInt32(IN_ISDIR) != 0 { continue }
-                onEvent(event.mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(event.name) : .written(event.name))
+                let name = Name(name: event.name, isUTF8: event.isUTF8)
+                onEvent(event.mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(name) : .written(name))
             }
         }
     }

@@ -33,8 +33,9 @@ public enum UploadName {
     /// Suffixes of names that are still being written by common tools.
     static let partialSuffixes = [".part", ".partial", ".tmp", ".crdownload", ".filepart", ".swp", "~"]
 
-    /// A crashed claim goes back to `incoming/` as `<name>~attempt-<n>`: the count of
-    /// attempts that crashed or stalled a worker survives restarts in the name itself.
+    /// Older versions returned a crashed claim to `incoming/` as `<name>~attempt-<n>`;
+    /// such a name still means key `<name>`. (Claims of dead workers are now taken
+    /// over under their own name and processed alone: see `Claims.takeOverAbandoned`.)
     static let attemptMarker = "~attempt-"
 
     /// Dot-files and partial names are not uploads (yet).

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Logging
 import SnapThumbCore
+import VipsKit
 
 /// `failed/<name>.error.json`: why an upload was quarantined.
 public struct ErrorRecord: Codable, Sendable, Equatable {
@@ -28,11 +29,38 @@ struct Quarantine: Sendable {
     let layout: Layout
     let logger: Logger
 
-    /// Moves `claim` to `failed/<key>` with its error record; a name already in
-    /// `failed/` is never overwritten (the upload gets a distinct one, `a~2.jpg`
-    /// with `a~2.jpg.error.json`). False if the claim was gone.
+    /// The longest name `failed/` takes (`NAME_MAX`, 255 on Linux file systems).
+    static let nameLimit = 255
+    static let recordSuffix = ".error.json"
+
+    /// Room kept for a `~<n>` that tells apart uploads of the same name.
+    static let suffixRoom = 6
+
+    /// The name an upload with `key` gets in `failed/`: the key itself when
+    /// `<key>~<n>.error.json` fits the file system's name limit; otherwise the key cut
+    /// short (at a character boundary) plus `~` and 16 hex digits of its SHA-256, so
+    /// that the record always fits and different long keys stay apart. The record
+    /// keeps the whole key.
+    static func failedName(for key: String) -> String {
+        if key.utf8.count + recordSuffix.utf8.count + suffixRoom <= nameLimit { return key }
+        let tag = "~" + SHA256.hex(Array(key.utf8)).prefix(16)
+        let room = nameLimit - recordSuffix.utf8.count - suffixRoom - tag.utf8.count
+        var short = ""
+        for character in key {
+            if short.utf8.count + String(character).utf8.count > room { break }
+            short.append(character)
+        }
+        return short + tag
+    }
+
+    /// Moves `claim` to `failed/<key>` with its error record `failed/<key>.error.json`
+    /// (a long key is shortened: `failedName(for:)`); a name already in `failed/` is
+    /// never overwritten (the upload gets a distinct one, `a~2.jpg` with
+    /// `a~2.jpg.error.json`). False if the claim was gone.
     @discardableResult
     func quarantine(claim: String, key: String, error: SnapError, attempts: Int, worker: String) -> Bool {
+        // No record for an upload that is not there (it would replace another's).
+        guard FileOps.status(claim) != nil else { return false }
         let record = ErrorRecord(key: key, code: error.code.rawValue, message: error.message,
                                    time: ISO8601DateFormatter().string(from: Date()), attempts: max(1, attempts), worker: worker)
         let encoder = JSONEncoder()
@@ -45,10 +73,10 @@ struct Quarantine: Sendable {
             let json = try encoder.encode(record) + Data("\n".utf8)
             // The record first, under the name the upload will take: a crash in
             // between leaves the upload claimed (retried later), never lost.
-            var name = key
+            var name = Self.failedName(for: key)
             for n in 2...10_001 where taken(name) {
                 let ext = (key as NSString).pathExtension
-                name = ext.isEmpty ? "\(key)~\(n)" : "\(key.dropLast(ext.count + 1))~\(n).\(ext)"
+                name = Self.failedName(for: ext.isEmpty ? "\(key)~\(n)" : "\(key.dropLast(ext.count + 1))~\(n).\(ext)")
             }
             try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(name).error.json")
             guard FileOps.status(claim) != nil else { unlink("\(failed)/\(name).error.json"); return false }

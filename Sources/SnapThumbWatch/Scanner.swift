@@ -1,5 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Logging
+import SnapThumbCore
+import VipsKit
 
 /// Full rescans of `incoming/`: at start, when events were lost (queue overflow),
 /// periodically as a safety net, and as the only source of news in `--poll` mode.
@@ -12,16 +17,26 @@ final class Scanner: @unchecked Sendable {
     private var interval: Double
     private let finished = DispatchSemaphore(value: 0)
 
-    init(incoming: String, interval: Double, candidates: Candidates, logger: Logger) {
+    init(incoming: String, interval: Double, candidates: Candidates, quarantine: Quarantine, worker: String, logger: Logger) {
         self.interval = interval
         let thread = Thread { [self] in
             while let reason = nextScan() {
                 var offered = 0
                 do {
-                    try FileOps.forEachName(in: incoming) { name in
+                    var renamed: [FileName] = []
+                    let code = POSIX.forEachEntry(in: incoming) { entry in
+                        let name = entry.escaped
                         guard UploadName.isUpload(name) else { return true }
+                        if entry.string == nil { renamed.append(entry); return true }
                         offered += 1
                         return candidates.offerWaiting(name)
+                    }
+                    if code != 0 { errno = code; throw FileOps.error("cannot read directory", incoming) }
+                    for entry in renamed {
+                        if let name = Self.rename(entry, in: incoming, quarantine: quarantine, worker: worker, logger: logger) {
+                            offered += 1
+                            if !candidates.offerWaiting(name) { break }
+                        }
                     }
                     logger.debug("rescanned incoming/", metadata: ["snap.reason": "\(reason)", "snap.files": "\(offered)"])
                 } catch {
@@ -32,6 +47,42 @@ final class Scanner: @unchecked Sendable {
         }
         thread.name = "snapthumb-scanner"
         thread.start()
+    }
+
+    /// A name that is not UTF-8 (Latin-1 from an SMB share, say) is renamed, byte for
+    /// byte, to its escaped form (`FileName.escaped`: `caf\xE9.jpg` → `caf%E9.jpg`),
+    /// which is its key from then on; the new name is returned. When that form is too
+    /// long for a name, the upload is quarantined (`unsafe-name`) instead. When the
+    /// escaped name is taken, it waits for a later scan.
+    static func rename(_ entry: FileName, in incoming: String, quarantine: Quarantine, worker: String, logger: Logger) -> String? {
+        let key = entry.escaped
+        let source = Array(incoming.utf8) + [0x2F] + entry.bytes
+        var code = POSIX.renameNoReplace(source, "\(incoming)/\(key)")
+        if code == 0 {
+            logger.notice("renamed an upload whose name is not UTF-8 to its key", metadata: ["snap.key": "\(key)"])
+            return key
+        }
+        if code == EEXIST {
+            logger.warning("an upload whose name is not UTF-8 waits: its key is taken in incoming/", metadata: ["snap.key": "\(key)"])
+            return nil
+        }
+        if code == ENAMETOOLONG {
+            // Quarantined through this worker's claim directory, under a name that fits.
+            let claim = "\(quarantine.layout.claims(of: worker))/\(Quarantine.failedName(for: key))"
+            code = POSIX.renameNoReplace(source, claim)
+            if code == 0 {
+                let error = SnapError(.unsafeName, "the name is not UTF-8, and written with %XX escapes it is longer than a file name may be")
+                if quarantine.quarantine(claim: claim, key: key, error: error, attempts: 1, worker: worker) {
+                    logger.warning("failed; quarantined in failed/", metadata: ["snap.key": "\(key)", "snap.result": "unsafe-name"])
+                }
+                return nil
+            }
+        }
+        if code != ENOENT {
+            logger.error("cannot rename an upload whose name is not UTF-8", metadata: [
+                "snap.key": "\(key)", "snap.error": "\(String(cString: strerror(code)))"])
+        }
+        return nil
     }
 
     /// Asks for a rescan as soon as possible (events were lost, or a pause ended).

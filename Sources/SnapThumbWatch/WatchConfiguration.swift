@@ -34,7 +34,8 @@ public struct WatchConfiguration: Sendable {
     public var drainTimeout = 25.0
     /// Claims of a worker on another host go back to `incoming/` when its lease is this old.
     public var leaseTimeout = 60.0
-    /// Worker crashes or stalls on one upload before it is quarantined as `poison`.
+    /// Deaths of the isolated child process on one upload (taken over from a dead
+    /// worker) before it is quarantined as `poison`.
     public var maxAttempts = 3
     /// Keep processed sources in `done/`, or delete them.
     public var afterSuccess = AfterSuccess.move

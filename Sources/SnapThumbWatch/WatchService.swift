@@ -23,10 +23,21 @@ public final class WatchService: Service, @unchecked Sendable {
     /// The store, when the caller opened it (a bucket is opened, and its access
     /// checked, before the service starts); else the directory `config.store`.
     private let openedStore: (any StoreBackend)?
+    private let workerExecutable: String
+    private let faults: any RunFaults
 
-    /// - Parameter registry: where `WatchMetrics` are collected (from
-    ///   `WatchService.bootstrapMetrics()`); needed for `metricsFile`.
-    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger, store: (any StoreBackend)? = nil) {
+    /// - Parameters:
+    ///   - registry: where `WatchMetrics` are collected (from
+    ///     `WatchService.bootstrapMetrics()`); needed for `metricsFile`.
+    ///   - store: the opened store, or nil for the directory `config.store`.
+    ///   - workerExecutable: the `snapthumb` binary whose `worker` subcommand runs isolated
+    ///     jobs (nil: this process's own executable).
+    ///   - faults: faults a test injects into isolated jobs; real runs have none.
+    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger,
+                store: (any StoreBackend)? = nil, workerExecutable: String? = nil, faults: any RunFaults = NoFaults()) {
+        self.workerExecutable = workerExecutable
+            ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        self.faults = faults
         self.config = config
         self.openedStore = store
         self.pipeline = pipeline
@@ -43,6 +54,9 @@ public final class WatchService: Service, @unchecked Sendable {
     public func run() async throws {
         let config = self.config
         let layout = self.layout
+        // A child (an isolated job) that dies makes writes to its pipe fail with EPIPE
+        // instead of ending this process.
+        signal(SIGPIPE, SIG_IGN)
         let logger = self.logger
         let store: any StoreBackend
         do {
@@ -64,21 +78,23 @@ public final class WatchService: Service, @unchecked Sendable {
             // Recovering "our own" leftovers would steal a live worker's claims.
             throw WatchConfigError("worker id \(me.id) is in use by a running worker (its lease in \(claims.mine) is fresh); give each worker its own --worker-id")
         }
-        claims.recoverAbandoned(includingMine: true)
+        let abandoned = claims.takeOverAbandoned(includingMine: true)
         try claims.register()
         if let directory = store.directory { janitor.removeStaleTemporaries(under: directory) }
         janitor.removeStaleTemporaries(under: layout.failed)
         if let file = config.metricsFile { janitor.removeStaleTemporaries(of: file) }
 
         let candidates = Candidates(incoming: layout.incoming, capacity: config.queueCapacity, settle: config.settle)
+        candidates.offerSuspects(abandoned)
         let scanner = Scanner(incoming: layout.incoming, interval: config.poll ? config.pollInterval : config.rescanInterval,
-                              candidates: candidates, logger: logger)
+                              candidates: candidates, quarantine: quarantine, worker: me.id, logger: logger)
         let backoff = Backoff()
         let inFlight = InFlight()
         let processor = Processor(
             pipeline: pipeline, store: store, claims: claims, quarantine: quarantine, inFlight: inFlight, metrics: metrics,
             config: config, logger: logger,
-            backoff: { [logger] error in
+            backoff: { [logger] error, name in
+                if let name { candidates.holdBack(name) }
                 let delay = backoff.next()
                 logger.notice("pausing claims after a transient failure", metadata: [
                     "snap.code": "\(error.code.rawValue)", "snap.pause_s": "\(delay)"])
@@ -86,7 +102,12 @@ public final class WatchService: Service, @unchecked Sendable {
                 // The released uploads' own events arrive during the pause; look again after it.
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay) { scanner.request() }
             },
-            succeeded: { backoff.reset() })
+            succeeded: { backoff.reset() },
+            recheck: { DispatchQueue.global().asyncAfter(deadline: .now() + 1) { scanner.request() } },
+            isolation: Processor.Isolated(
+                executable: workerExecutable,
+                settingsJSON: String(decoding: (try? JSONEncoder().encode(pipeline.settings)) ?? Data("{}".utf8), as: UTF8.self)),
+            faults: faults)
 
         let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
         scanner.request()
@@ -95,7 +116,7 @@ public final class WatchService: Service, @unchecked Sendable {
         for n in 0..<config.jobs {
             workers.enter()
             let thread = Thread {
-                while let name = candidates.take() { processor.handle(name) }
+                while let work = candidates.take() { processor.handle(work) }
                 workers.leave()
             }
             thread.name = "snapthumb-watch-\(n)"
@@ -106,7 +127,7 @@ public final class WatchService: Service, @unchecked Sendable {
         let expiry = Every(seconds: 600)
         let housekeeping = Ticker(interval: config.heartbeatInterval, name: "snapthumb-housekeeping") {
             claims.heartbeat()
-            if claims.recoverAbandoned(includingMine: false) > 0 { scanner.request() }
+            candidates.offerSuspects(claims.takeOverAbandoned(includingMine: false))
             metrics.backlog.record(Self.countUploads(in: layout.incoming))
             textfile?.write(logger: logger)
             if expiry.due() {
@@ -149,10 +170,13 @@ public final class WatchService: Service, @unchecked Sendable {
                 case .overflow:
                     logger.notice("inotify queue overflowed; rescanning incoming/")
                     scanner.request()
-                case .written(let name) where UploadName.isUpload(name):
-                    if !candidates.offer(name, complete: false) { scanner.request() }
-                case .movedIn(let name) where UploadName.isUpload(name):
-                    if !candidates.offer(name, complete: true) { scanner.request() }
+                case .written(let name) where !name.isUTF8, .movedIn(let name) where !name.isUTF8:
+                    // No file has that (escaped) name: the scanner renames it to its key first.
+                    scanner.request()
+                case .written(let name) where UploadName.isUpload(name.name):
+                    if !candidates.offer(name.name, complete: false) { scanner.request() }
+                case .movedIn(let name) where UploadName.isUpload(name.name):
+                    if !candidates.offer(name.name, complete: true) { scanner.request() }
                 default: break
                 }
             }
@@ -183,19 +207,30 @@ public final class WatchService: Service, @unchecked Sendable {
     }
 }
 
-/// Exponential backoff for transient failures: 1 s, 2 s, 4 s … up to 60 s; reset by a success.
+/// Exponential backoff for transient failures: 1 s, 2 s, 4 s … up to 60 s; reset by a
+/// success. It doubles once per failure seen after the last pause ended: the other
+/// jobs in flight that fail during a pause (a full store fails them all at once)
+/// share that pause instead of doubling it once per worker thread.
 final class Backoff: @unchecked Sendable {
     private let lock = NSLock()
+    private let now: @Sendable () -> Double
     private var current = 0.0
+    private var until = 0.0
 
+    init(now: @escaping @Sendable () -> Double = wallNow) { self.now = now }
+
+    /// The pause to take now, in seconds.
     func next() -> Double {
         lock.lock()
         defer { lock.unlock() }
+        let t = now()
+        if current > 0, t < until { return until - t }
         current = current == 0 ? 1 : min(60, current * 2)
+        until = t + current
         return current
     }
 
-    func reset() { lock.lock(); current = 0; lock.unlock() }
+    func reset() { lock.lock(); current = 0; until = 0; lock.unlock() }
 }
 
 /// True at most once per `seconds` (work that housekeeping does less often).

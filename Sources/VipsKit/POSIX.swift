@@ -79,24 +79,111 @@ public enum POSIX {
     }
 
     /// Calls `body` with each name in a directory (`.` and `..` left out), as
-    /// it is read; `body` returns false to stop. Fails with the errno value.
+    /// it is read, in its escaped form (see `FileName.escaped`); `body` returns
+    /// false to stop. Fails with the errno value.
     public static func forEachName(in directory: String, _ body: (String) -> Bool) -> Int32 {
-        guard let handle = opendir(directory) else { return errno }
+        forEachEntry(in: directory) { body($0.escaped) }
+    }
+
+    /// Calls `body` with each name in a directory (`.` and `..` left out), byte
+    /// for byte as the file system holds it; `body` returns false to stop. Fails
+    /// with the errno value.
+    ///
+    /// A directory record is only as long as its `d_reclen`: the name is read
+    /// through a pointer, up to its NUL and never past the record (reading
+    /// `d_name` as the 256-byte array it is declared as reads past the end of
+    /// the last record in glibc's buffer).
+    public static func forEachEntry(in directory: String, _ body: (FileName) -> Bool) -> Int32 {
+        forEachEntry(inBytes: Array(directory.utf8), body)
+    }
+
+    /// `forEachEntry` for a directory at a byte-exact path.
+    public static func forEachEntry(inBytes directory: [UInt8], _ body: (FileName) -> Bool) -> Int32 {
+        guard let handle = withCPath(directory, { opendir($0) }) else { return errno }
         defer { closedir(handle) }
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            let record = Int(entry.pointee.d_reclen)
+            let room = max(0, record - nameOffset)
+            let name = UnsafeRawPointer(entry).advanced(by: nameOffset).withMemoryRebound(to: CChar.self, capacity: room) {
+                FileName(bytes: Array(UnsafeRawBufferPointer(start: $0, count: strnlen($0, room))))
             }
-            if name == "." || name == ".." { continue }
+            if name.bytes == [0x2E] || name.bytes == [0x2E, 0x2E] || name.bytes.isEmpty { continue }
             if !body(name) { break }
         }
         return 0
     }
 
+    /// Moves `from` to `to` unless something is already at `to` (then EEXIST).
+    /// Returns 0 or an errno value.
+    public static func renameNoReplace(_ from: String, _ to: String) -> Int32 {
+        snap_rename_noreplace(from, to) == 0 ? 0 : errno
+    }
+
+    /// `renameNoReplace` from a byte-exact path.
+    public static func renameNoReplace(_ from: [UInt8], _ to: String) -> Int32 {
+        withCPath(from) { snap_rename_noreplace($0, to) == 0 ? 0 : errno }
+    }
+
+    /// Makes the OOM killer pick this process before any other (an isolated job:
+    /// memory an image takes must kill the job, not the daemon that supervises it).
+    public static func beFirstForOOMKiller() { snap_oom_first() }
+
+    /// `rename(2)` between byte-exact paths. Returns 0 or an errno value.
+    public static func rename(_ from: [UInt8], _ to: [UInt8]) -> Int32 {
+        withCPath(from) { a in withCPath(to) { b in Glibc.rename(a, b) == 0 ? 0 : errno } }
+    }
+
+    /// `open(2)` of a byte-exact path: the descriptor, or -1 with `errno` set.
+    public static func open(_ path: [UInt8], _ flags: Int32) -> Int32 {
+        withCPath(path) { Glibc.open($0, flags) }
+    }
+
+    /// Whether something exists at a byte-exact path (`lstat(2)`, symlinks not followed).
+    public static func exists(_ path: [UInt8]) -> Bool {
+        var st = stat()
+        return withCPath(path) { lstat($0, &st) } == 0
+    }
+
+    /// What `lstat(2)` says of a byte-exact path, or nil if it fails.
+    public struct Status: Sendable {
+        public enum Kind: Sendable { case regular, directory, symbolicLink, other }
+        public let kind: Kind
+        public let size: Int
+    }
+
+    public static func status(_ path: [UInt8]) -> Status? {
+        var st = stat()
+        guard withCPath(path, { lstat($0, &st) }) == 0 else { return nil }
+        let kind: Status.Kind
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symbolicLink
+        default: kind = .other
+        }
+        return Status(kind: kind, size: Int(st.st_size))
+    }
+
+    /// Whether a byte-exact path is itself a symbolic link.
+    public static func isSymbolicLink(_ path: [UInt8]) -> Bool {
+        var st = stat()
+        return withCPath(path) { lstat($0, &st) } == 0 && (st.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    private static func withCPath<T>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> T) -> T {
+        (path + [0]).withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        }
+    }
+
     /// One inotify event.
     public struct InotifyEvent: Sendable, Equatable {
         public let mask: UInt32
+        /// The name in its escaped form (`FileName.escaped`).
         public let name: String
+        /// False when the name is not valid UTF-8 (`name` is then escaped, and no such file exists).
+        public let isUTF8: Bool
     }
 
     /// Splits what one `read(2)` of an inotify descriptor returned into events.
@@ -110,10 +197,64 @@ public enum POSIX {
                  Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
             }
             let nameBytes = bytes[(offset + 16)..<min(bytes.count, offset + 16 + length)]
-            events.append(InotifyEvent(mask: mask, name: String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)))
+            let name = FileName(bytes: Array(nameBytes.prefix { $0 != 0 }))
+            events.append(InotifyEvent(mask: mask, name: name.escaped, isUTF8: name.string != nil))
             offset += 16 + length
         }
         return events
+    }
+}
+
+/// A name in a directory, byte for byte. Linux names are bytes, not text: a
+/// Latin-1 name copied from an SMB share is not valid UTF-8 and has no exact
+/// `String` form.
+public struct FileName: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The name as text, or nil when it is not valid UTF-8.
+    public var string: String? { String(validating: bytes, as: UTF8.self) }
+
+    /// Printable and always valid UTF-8: the name itself when it is valid UTF-8;
+    /// otherwise every byte that is not part of a valid UTF-8 sequence is written
+    /// as `%XX` (upper-case hex), and the rest is kept (`caf\xE9.jpg` → `caf%E9.jpg`).
+    public var escaped: String {
+        if let string { return string }
+        var out = ""
+        var i = 0
+        while i < bytes.count {
+            if let n = Self.sequenceLength(bytes, at: i) {
+                out += String(decoding: bytes[i..<(i + n)], as: UTF8.self)
+                i += n
+            } else {
+                out += String(format: "%%%02X", bytes[i])
+                i += 1
+            }
+        }
+        return out
+    }
+
+    /// The length of the valid UTF-8 sequence starting at `i`, or nil (RFC 3629:
+    /// no overlong forms, no surrogates, nothing above U+10FFFF).
+    static func sequenceLength(_ b: [UInt8], at i: Int) -> Int? {
+        let lead = b[i]
+        if lead < 0x80 { return 1 }
+        var low: UInt8 = 0x80, high: UInt8 = 0xBF
+        let n: Int
+        switch lead {
+        case 0xC2...0xDF: n = 2
+        case 0xE0: n = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: n = 3
+        case 0xED: n = 3; high = 0x9F
+        case 0xF0: n = 4; low = 0x90
+        case 0xF1...0xF3: n = 4
+        case 0xF4: n = 4; high = 0x8F
+        default: return nil
+        }
+        guard i + n <= b.count, (low...high).contains(b[i + 1]) else { return nil }
+        for k in 2..<n where !(0x80...0xBF).contains(b[i + k]) { return nil }
+        return n
     }
 }
 

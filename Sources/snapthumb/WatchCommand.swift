@@ -56,7 +56,7 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Claims of a worker on another host return to incoming/ when its lease is this old. [default: 60s]", valueName: "duration"))
     var leaseTimeout: String?
 
-    @Option(name: .long, help: ArgumentHelp("Crashes or stalls of workers before an upload is quarantined as 'poison'. [default: 3]", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("Deaths of the child process that processes a dead worker's upload alone before it is quarantined as 'poison'. [default: 3]", valueName: "n"))
     var maxAttempts: String?
 
     @Option(name: .long, help: ArgumentHelp("What happens to a processed source: move (to done/) or delete. [default: move]", valueName: "action"))

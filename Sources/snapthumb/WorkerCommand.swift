@@ -28,11 +28,15 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How long a group commit waits to gather a batch, milliseconds.", valueName: "ms"))
     var commitDelayMs: Double = defaultGroupCommitDelay * 1000
 
+    @Flag(name: .long, help: "One job of `watch`, run alone: the OOM killer takes this process before its parent.")
+    var isolated = false
+
     func run() throws {
-        // A worker is part of its backfill or bench: if that dies (even by kill -9),
+        // A worker is part of its backfill, bench or watch: if that dies (even by kill -9),
         // so does the worker, exactly as if the whole run had been killed.
         guard POSIX.dieWithParent() else { throw ExitCode(1) }
         Signals.ignoreInterrupts()
+        if isolated { POSIX.beFirstForOOMKiller() }
         let settings: Settings
         do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJson.utf8)) } catch {
             throw ValidationError("--settings-json: \(error)")

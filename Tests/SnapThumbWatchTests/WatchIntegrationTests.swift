@@ -123,7 +123,7 @@ import SnapThumbCore
         let second = try h.start(["--jobs", "2"])
         eventually("all 150 in done/", seconds: 120) { h.uploads(in: "done").count == 150 }
         #expect(h.uploads(in: "done") == names)
-        if !orphaned.isEmpty { #expect(second.logText.contains("returned the claim of a dead worker")) }
+        if !orphaned.isEmpty { #expect(second.logText.contains("took over the claim of a dead worker")) }
         #expect(h.claimed().isEmpty && h.uploads(in: "incoming").isEmpty && h.uploads(in: "failed").isEmpty)
         #expect(h.tempFiles(under: h.store).isEmpty, "temp files left in the store: \(h.tempFiles(under: h.store))")
         // The dead worker's claim directory is gone.

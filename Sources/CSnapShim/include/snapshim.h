@@ -163,6 +163,12 @@ void snap_fix_mmap_threshold(int bytes);
 /* Ask the kernel to SIGKILL this process when its parent dies (prctl
  * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
 int snap_die_with_parent(void);
+/* rename(2) that never replaces an existing `to`: renameat2(RENAME_NOREPLACE), or,
+ * where the file system does not support it (NFS), a check for `to` then rename.
+ * 0, or -1 with errno (EEXIST when `to` exists). */
+int snap_rename_noreplace(const char *from, const char *to);
+/* Makes the kernel's OOM killer pick this process first (oom_score_adj 1000). */
+void snap_oom_first(void);
 
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
 int snap_syncfs(int fd);

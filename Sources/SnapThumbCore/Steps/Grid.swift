@@ -5,7 +5,7 @@ extension PipelineStep {
         let grid = snap.settings.pixel.grid, side = snap.settings.square.size
         let source = 4 * grid == side
             ? snap.square
-            : try squarePixels(try snap.required(snap.image, "the upright image"), side: 4 * grid, crop: snap.settings.square.crop)
+            : try squarePixels(try snap.required(snap.image, "the upright image"), side: 4 * grid, crop: snap.settings.square.crop, onImage: snap.onImage)
         snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
     }
 }

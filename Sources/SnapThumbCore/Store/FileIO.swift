@@ -10,19 +10,48 @@ import VipsKit
 public enum InputFile {
     /// Reads a regular file whole, refusing it before reading when it is over `limit` bytes.
     public static func read(_ path: String, limit: Int) throws -> SourceBuffer {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw SnapError.io("cannot open", path, errno: errno) }
+        try read(bytes: Array(path.utf8), display: path, limit: limit)
+    }
+
+    /// Reads the file at a byte-exact path (a name that is not UTF-8); `display` names it in errors.
+    /// Anything but a regular file (a FIFO, a device, a directory, a symlink) is refused
+    /// without blocking: the open does not wait for a FIFO's writer.
+    public static func read(bytes path: [UInt8], display: String, limit: Int) throws -> SourceBuffer {
+        let fd = POSIX.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP, POSIX.isSymbolicLink(path) {
+                throw SnapError(.unsupported, "\(display) is a symbolic link, not a regular file")
+            }
+            throw SnapError.source("cannot open", display, errno: code)
+        }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SnapError.io("cannot stat", path, errno: errno) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw SnapError(.unsupported, "\(path) is not a regular file") }
+        guard fstat(fd, &st) == 0 else { throw SnapError.source("cannot stat", display, errno: errno) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw SnapError(.unsupported, "\(display) is not a regular file (\(fileKind(st.st_mode))): only regular files are images")
+        }
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let size = Int(st.st_size)
         guard size <= limit else {
             throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
         }
         switch POSIX.readSource(fd, count: size) {
         case .success(let buffer): return buffer
-        case .failure(let code): throw SnapError.io("cannot read", path, errno: code.code)
+        case .failure(let code): throw SnapError.source("cannot read", display, errno: code.code)
+        }
+    }
+
+    private static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        case S_IFDIR: return "a directory"
+        case S_IFLNK: return "a symbolic link"
+        default: return "not a regular file"
         }
     }
 }

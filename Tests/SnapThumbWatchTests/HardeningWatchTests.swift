@@ -1,0 +1,194 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import SnapThumbCore
+import VipsKit
+import Logging
+import ServiceLifecycleTestKit
+import SnapThumbRunner
+import SnapThumbTesting
+@testable import SnapThumbWatch
+
+/// Uploads that used to wedge the queue, names that are not UTF-8, and workers
+/// killed from outside.
+@Suite(.serialized) struct HardeningWatchTests {
+    func record(_ h: WatchHarness, _ name: String) throws -> ErrorRecord {
+        try JSONDecoder().decode(ErrorRecord.self, from: Data(contentsOf: URL(fileURLWithPath: "\(h.uploads)/failed/\(name).error.json")))
+    }
+
+    /// Writes a file in place in incoming/ with open(2) and write(2) (no rename).
+    func writeInPlace(_ h: WatchHarness, _ name: String, _ bytes: [UInt8]) {
+        let fd = open("\(h.incoming)/\(name)", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        _ = POSIX.writeAll(fd, bytes)
+        close(fd)
+    }
+
+    /// Moves a file named by raw bytes into incoming/ (a Latin-1 name from an SMB share).
+    func dropRaw(_ h: WatchHarness, _ name: [UInt8], _ bytes: [UInt8]) throws {
+        let staging = "\(h.root)/staging/raw"
+        try Data(bytes).write(to: URL(fileURLWithPath: staging))
+        #expect(POSIX.rename(Array(staging.utf8), Array(h.incoming.utf8) + [0x2F] + name) == 0)
+    }
+
+    @Test func anUploadThatKeepsFailingDoesNotStarveOnesWrittenInPlace() throws {
+        let h = try WatchHarness()
+        // The store cannot take bounce.jpg's manifest (a directory is in its place): a
+        // store-side error, transient, so bounce.jpg comes back again and again.
+        try FileManager.default.createDirectory(atPath: "\(h.store)/manifests/bounce.jpg.json", withIntermediateDirectories: true)
+        let worker = try h.start(["--jobs", "1"])
+        try h.drop("bounce.jpg", try TestImages.jpeg(1))
+        eventually("bounce.jpg failed transiently") { worker.logText.contains("snap.result=retry") }
+        writeInPlace(h, "inplace.jpg", try TestImages.jpeg(2))
+        // It used to wait behind bounce.jpg for as long as that kept coming back.
+        eventually("the upload written in place is published", seconds: 20) { h.uploads(in: "done") == ["inplace.jpg"] }
+        #expect(h.uploads(in: "failed").isEmpty)
+        #expect(h.uploads(in: "incoming") + h.claimed() == ["bounce.jpg"])
+    }
+
+    @Test func aFailingUploadWithALongNameIsQuarantinedUnderAShortenedName() throws {
+        let h = try WatchHarness()
+        try h.start()
+        let long = String(repeating: "é", count: 120) + "x.jpg"  // 245 bytes: `.error.json` would not fit
+        try h.drop(long, Array("not an image".utf8))
+        try h.drop("good.jpg", try TestImages.jpeg(3))
+        eventually("the long name is quarantined") { h.uploads(in: "failed").count == 1 }
+        let name = try #require(h.uploads(in: "failed").first)
+        #expect(name == Quarantine.failedName(for: long))
+        #expect(name.utf8.count + ".error.json".utf8.count <= 255)
+        #expect(name.hasSuffix("~" + SHA256.hex(Array(long.utf8)).prefix(16)))
+        let r = try record(h, name)
+        #expect(r.key == long && r.code == "unsupported")
+        eventually("the good one is published") { h.uploads(in: "done") == ["good.jpg"] }
+    }
+
+    @Test func namesThatAreNotUTF8AreProcessedUnderTheirEscapedKey() throws {
+        let h = try WatchHarness()
+        let worker = try h.start()
+        let image = try TestImages.jpeg(4)
+        try dropRaw(h, Array("caf".utf8) + [0xE9] + Array(".jpg".utf8), image)
+        try dropRaw(h, [0xFF, 0xFE], try TestImages.jpeg(5))
+        // Escaped, 200 bytes of Latin-1 are 600: too long for a name, so quarantined.
+        try dropRaw(h, [UInt8](repeating: 0xE9, count: 200), image)
+        eventually("both published") { h.uploads(in: "done") == ["%FF%FE", "caf%E9.jpg"] }
+        let store = try Store(root: h.store)
+        #expect(try store.manifest(for: "caf%E9.jpg")?.source.digest == TestImages.digest(image))
+        eventually("the overlong one is quarantined") { h.uploads(in: "failed").count == 1 }
+        let name = try #require(h.uploads(in: "failed").first)
+        let r = try record(h, name)
+        #expect(r.code == "unsafe-name")
+        #expect(r.key == String(repeating: "%E9", count: 200))
+        var left: [[UInt8]] = []
+        _ = POSIX.forEachEntry(in: h.incoming) { left.append($0.bytes); return true }
+        #expect(left.isEmpty)
+        #expect(worker.logText.contains("snap.key=caf%E9.jpg"))
+    }
+
+    /// Leaves claims of a worker that died (its pid is gone) holding `files`.
+    func deadWorkerClaims(_ h: WatchHarness, _ files: [String: [UInt8]]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/true")
+        try p.run()
+        p.waitUntilExit()
+        let dir = "\(h.uploads)/processing/\(WorkerIdentity.hostname()).\(p.processIdentifier)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for (name, bytes) in files { try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)")) }
+    }
+
+    /// Runs `WatchService` in this process, with a fault plan for its isolated jobs,
+    /// until `done` holds (or 60 s pass), then shuts it down gracefully.
+    func watchInProcess(_ h: WatchHarness, faults: any RunFaults, imageTimeout: Double = 10,
+                        until done: () -> Bool) async throws {
+        var config = WatchConfiguration(uploadDirectory: h.uploads, store: h.store)
+        config.settle = 0.5
+        config.jobs = 2
+        config.imageTimeout = imageTimeout
+        config.workerID = "in-process"
+        let service = WatchService(config: config, pipeline: try Pipeline(), registry: nil, logger: Logger(label: "watch-test"),
+                                   workerExecutable: WatchHarness.binary, faults: faults)
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                let deadline = Date().addingTimeInterval(60)
+                while !done() && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    /// A claim taken over from a dead worker runs alone in a child process; that
+    /// child dying (here SIGKILL, as from the OOM killer) while the daemon lives is
+    /// evidence against the upload: the third time it is `poison`.
+    @Test func anIsolatedJobThatDiesIsPoisonAfterThreeDeathsAndOthersPublish() async throws {
+        let h = try WatchHarness()
+        try deadWorkerClaims(h, ["bomb.jpg": try TestImages.jpeg(6), "innocent.jpg": try TestImages.jpeg(7)])
+        try await watchInProcess(h, faults: KillWorker(onKeysEndingWith: "bomb.jpg")) {
+            h.uploads(in: "failed") == ["bomb.jpg"] && h.uploads(in: "done") == ["innocent.jpg"]
+        }
+        #expect(h.uploads(in: "failed") == ["bomb.jpg"])
+        let r = try record(h, "bomb.jpg")
+        #expect(r.code == "poison" && r.attempts == 3)
+        #expect(r.message.contains("signal 9"))
+        #expect(h.uploads(in: "done") == ["innocent.jpg"])
+        #expect(h.claimed().isEmpty)
+    }
+
+    /// The image time limit bounds an isolated job too: a child that never finishes is killed.
+    @Test func anIsolatedJobThatNeverFinishesIsKilledAtTheTimeLimit() async throws {
+        let h = try WatchHarness()
+        try deadWorkerClaims(h, ["stuck.jpg": try TestImages.jpeg(8)])
+        try await watchInProcess(h, faults: StopWorker(onKeysEndingWith: "stuck.jpg"), imageTimeout: 0.5) {
+            h.uploads(in: "failed") == ["stuck.jpg"]
+        }
+        #expect(try record(h, "stuck.jpg").code == "timeout")
+    }
+
+    /// SIGKILL of the whole daemon says nothing about the uploads in flight: they
+    /// used to count an attempt each time and end as `poison`.
+    @Test func killingTheDaemonRepeatedlyNeverMakesValidUploadsPoison() throws {
+        let h = try WatchHarness()
+        var names: [String] = []
+        for i in 0..<4 {
+            let name = "slow-\(i).jpg"
+            try h.drop(name, try TestImages.jpeg(20 + i, width: 1600, height: 1200))
+            names.append(name)
+        }
+        var kills = 0
+        for _ in 0..<8 {
+            let worker = try h.start(["--jobs", "2", "--worker-id", "w"])
+            // Kill it as soon as it holds something (or give up on this round).
+            let deadline = Date().addingTimeInterval(20)
+            while h.claimed().isEmpty && Date() < deadline && worker.process.isRunning { usleep(2_000) }
+            worker.signal(SIGKILL)
+            _ = worker.waitForExit(seconds: 10)
+            if !h.claimed().isEmpty { kills += 1 }
+            if h.uploads(in: "done").count == names.count { break }
+        }
+        // Three kills with an upload in flight used to make it poison.
+        #expect(kills >= 3)
+        let last = try h.start(["--jobs", "2", "--worker-id", "w"])
+        eventually("every upload published") { h.uploads(in: "done") == names }
+        #expect(h.uploads(in: "failed").isEmpty)
+        #expect(last.process.isRunning)
+    }
+
+    @Test func backoffDoublesOncePerFailureNotOncePerFailingWorker() {
+        final class Clock: @unchecked Sendable { var now = 1000.0 }
+        let clock = Clock()
+        let backoff = Backoff(now: { clock.now })
+        // Four jobs in flight fail on the same full store: one pause, not 1+2+4+8 s.
+        #expect(backoff.next() == 1)
+        clock.now += 0.25
+        #expect(backoff.next() == 0.75)
+        #expect(backoff.next() == 0.75)
+        // The next failure after that pause doubles it.
+        clock.now += 1
+        #expect(backoff.next() == 2)
+        clock.now += 2
+        #expect(backoff.next() == 4)
+        backoff.reset()
+        #expect(backoff.next() == 1)
+    }
+}
