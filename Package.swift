@@ -1,5 +1,21 @@
 // swift-tools-version:6.0
 import PackageDescription
+import Foundation
+
+/// libexif has no call that returns its version: read it from its pkg-config file at build time
+/// (`snapthumb version` reports it).
+let libexifVersion: String = {
+    let dirs = ["/usr/lib/x86_64-linux-gnu/pkgconfig", "/usr/lib/aarch64-linux-gnu/pkgconfig", "/usr/lib/pkgconfig",
+                "/usr/local/lib/pkgconfig", "/usr/share/pkgconfig"]
+    for dir in dirs {
+        guard let text = try? String(contentsOfFile: dir + "/libexif.pc", encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n") where line.hasPrefix("Version:") {
+            let version = line.dropFirst("Version:".count).trimmingCharacters(in: .whitespaces)
+            if !version.isEmpty, version.allSatisfy({ $0.isNumber || $0 == "." }) { return version }
+        }
+    }
+    return "unknown"
+}()
 
 let package = Package(
     name: "SnapThumb",
@@ -16,7 +32,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // The watch daemon: graceful shutdown on SIGTERM, metrics in Prometheus text format.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
@@ -32,6 +47,7 @@ let package = Package(
         .target(
             name: "CSnapShim",
             dependencies: ["CVips", "CExif"],
+            cSettings: [.define("SNAP_LIBEXIF_VERSION", to: "\"\(libexifVersion)\"")],
             linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("crypto"), .linkedLibrary("dl")]
         ),
         // The one module with unsafe C interop (libvips, libexif, libjpeg, libimagequant,
@@ -81,7 +97,6 @@ let package = Package(
                 "SnapThumbRunner",
                 "VipsKit",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -12,6 +12,10 @@ command -v vipsthumbnail >/dev/null 2>&1 || packages+=(libvips-tools)
 [ -e /usr/include/libimagequant.h ] || packages+=(libimagequant-dev)
 # OpenSSL: SHA-256 with the CPU's SHA extensions (snap_sha256).
 [ -e /usr/include/openssl/evp.h ] || packages+=(libssl-dev)
+# promtool (Debian ships it in prometheus): the tests check the watch metrics file with it.
+command -v promtool >/dev/null 2>&1 || packages+=(prometheus)
+# systemd-analyze: the tests rate the shipped systemd unit with `systemd-analyze security --offline=true`.
+command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)
 
 if [ ${#packages[@]} -gt 0 ]; then
   echo "setup: installing ${packages[*]}" >&2

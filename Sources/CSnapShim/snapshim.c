@@ -477,6 +477,23 @@ snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, 
 
 const char *snap_zlib_version(void) { return zlibVersion(); }
 
+/* libexif has no version call: Package.swift reads the version from libexif.pc at build time. */
+#ifndef SNAP_LIBEXIF_VERSION
+#define SNAP_LIBEXIF_VERSION "unknown"
+#endif
+const char *snap_exif_version(void) { return SNAP_LIBEXIF_VERSION; }
+
+#define SNAP_STRINGIFY_(x) #x
+#define SNAP_STRINGIFY(x) SNAP_STRINGIFY_(x)
+const char *snap_jpeg_version(void)
+{
+#ifdef LIBJPEG_TURBO_VERSION
+	return SNAP_STRINGIFY(LIBJPEG_TURBO_VERSION);
+#else
+	return SNAP_STRINGIFY(JPEG_LIB_VERSION);
+#endif
+}
+
 struct snap_jpeg_error {
 	struct jpeg_error_mgr pub;
 	jmp_buf jump;

@@ -13,6 +13,8 @@ public struct Manifest: Sendable, Equatable, Codable {
     /// `square100`, `pixel25`, `pixel100`.
     public var variants: [String: Variant]
     public var recipe: Recipe
+    /// The SnapThumb that wrote this manifest (absent in manifests from before 0.9.0).
+    public var producer: Producer? = Producer.current
 
     /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`.
     public func json(pretty: Bool = false) -> Data {

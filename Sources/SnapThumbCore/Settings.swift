@@ -138,7 +138,13 @@ extension Settings.SquareSettings {
         try rejectUnknownKeys(decoder, Keys.self, in: "square")
         self.init()
         size = try c.decodeIfPresent(Int.self, forKey: .size) ?? size
-        crop = try c.decodeIfPresent(CropMode.self, forKey: .crop) ?? crop
+        if let word = try c.decodeIfPresent(String.self, forKey: .crop) {
+            // "center" is accepted as well as "centre"; the recipe always says "centre".
+            guard let mode = CropMode(rawValue: word.lowercased() == "center" ? "centre" : word.lowercased()) else {
+                throw SnapError(.config, "square.crop must be centre (or center) or attention (got '\(word)')")
+            }
+            crop = mode
+        }
         if c.contains(.budget) { budget = try c.decodeIfPresent(Int.self, forKey: .budget) }
         qualityMin = try c.decodeIfPresent(Int.self, forKey: .qualityMin) ?? qualityMin
         qualityMax = try c.decodeIfPresent(Int.self, forKey: .qualityMax) ?? qualityMax

@@ -80,7 +80,7 @@ public enum StoreVerifier {
             return schemaErrors.map { "\(entry.path): schema: \($0)" }
         }
         let manifest: Manifest
-        do { manifest = try Manifest.decode(data) } catch { return ["\(entry.path): does not parse as a manifest: \(error)"] }
+        do { manifest = try Manifest.decode(data) } catch { return ["\(entry.path): does not parse as a manifest: \(describe(error))"] }
         var problems: [String] = []
         let expectedKey = String(entry.relativePath.dropLast(".json".count))
         if manifest.key != expectedKey {

@@ -40,7 +40,7 @@ final class Scanner: @unchecked Sendable {
                     }
                     logger.debug("rescanned incoming/", metadata: ["snap.reason": "\(reason)", "snap.files": "\(offered)"])
                 } catch {
-                    logger.error("cannot rescan incoming/", metadata: ["snap.error": "\(error)"])
+                    logger.error("cannot rescan incoming/", metadata: ["snap.error": "\(describe(error))"])
                 }
             }
             finished.signal()

@@ -1,6 +1,7 @@
 import Foundation
 import SnapThumbCore
 import Logging
+import SnapThumbCore
 
 /// Everything `snapthumb watch` can be told, with its defaults. Built once by
 /// `resolve` from flags, `SNAPTHUMB_*` environment variables and the `watch`
@@ -47,8 +48,26 @@ public struct WatchConfiguration: Sendable {
     public var metricsInterval = 5.0
     /// The lowest level logged.
     public var logLevel = Logger.Level.info
+    /// Log lines as text or JSON objects.
+    public var logFormat = LogFormat.text
     /// Names held in memory at once, whatever the backlog.
     public var queueCapacity = 4096
+    /// Where each setting given came from (`--jobs`, `SNAPTHUMB_JOBS`, `watch.jobs in <file>`), by its config name.
+    public var sources: [String: String] = [:]
+
+    /// Every setting with its effective value and source, for `snapthumb config`.
+    public var shown: [(name: String, value: String, source: String)] {
+        func d(_ seconds: Double) -> String { formatDuration(seconds) }
+        let values: [(String, String)] = [
+            ("store", store), ("jobs", "\(jobs)"), ("workerId", workerID ?? "<host>.<pid>"), ("create", "\(create)"), ("poll", "\(poll)"),
+            ("pollInterval", d(pollInterval)), ("settle", d(settle)), ("rescanInterval", d(rescanInterval)),
+            ("imageTimeout", d(imageTimeout)), ("drainTimeout", d(drainTimeout)), ("leaseTimeout", d(leaseTimeout)),
+            ("maxAttempts", "\(maxAttempts)"), ("afterSuccess", afterSuccess.rawValue), ("doneRetention", d(doneRetention)),
+            ("metricsFile", metricsFile ?? "none"), ("metricsInterval", d(metricsInterval)), ("logLevel", logLevel.rawValue),
+            ("logFormat", logFormat.rawValue), ("queueCapacity", "\(queueCapacity)"),
+        ]
+        return values.map { (name: "watch.\($0.0)", value: $0.1, source: sources[$0.0] ?? "default") }
+    }
 
     /// Defaults for everything but the two directories.
     public init(uploadDirectory: String, store: String) {
@@ -66,7 +85,7 @@ public struct WatchConfiguration: Sendable {
     static let keys: [Key] = [
         "store", "jobs", "worker-id", "create", "poll", "poll-interval", "settle", "rescan-interval", "image-timeout",
         "drain-timeout", "lease-timeout", "max-attempts", "after-success", "done-retention", "metrics-file",
-        "metrics-interval", "log-level", "queue-capacity",
+        "metrics-interval", "log-level", "log-format", "queue-capacity",
     ].map { flag in
         let parts = flag.split(separator: "-")
         return Key(flag: flag, json: parts[0] + parts.dropFirst().map { $0.capitalized }.joined())
@@ -78,24 +97,30 @@ public struct WatchConfiguration: Sendable {
     ///   - environment: the process environment (only `SNAPTHUMB_*` names are read).
     ///   - file: the config file's `watch` object, by JSON name (`"pollInterval"`), and its path.
     public static func resolve(uploadDirectory: String, flags: [String: String], environment: [String: String],
-                               file: (path: String, values: [String: String])?) throws -> WatchConfiguration {
+                               file: (path: String, values: [String: String])?,
+                               storeInFile: String? = nil) throws -> WatchConfiguration {
         if let file {
             let known = Set(keys.map(\.json))
             if let unknown = file.values.keys.sorted().first(where: { !known.contains($0) }) {
                 throw WatchConfigError("config file \(file.path): unknown setting watch.\(unknown); known settings are \(keys.map(\.json).joined(separator: ", "))")
             }
         }
+        var sources: [String: String] = [:]
         /// The winning value and a phrase naming where it came from.
         func lookup(_ key: Key) -> (String, String)? {
-            if let v = flags[key.flag] { return (v, "--\(key.flag)") }
-            if let v = environment[key.env] { return (v, key.env) }
-            if let file, let v = file.values[key.json] { return (v, "watch.\(key.json) in \(file.path)") }
-            return nil
+            let found: (String, String)?
+            if let v = flags[key.flag] { found = (v, "--\(key.flag)") }
+            else if let v = environment[key.env] { found = (v, key.env) }
+            else if let file, let v = file.values[key.json] { found = (v, "watch.\(key.json) in \(file.path)") }
+            else if key.flag == "store", let file, let storeInFile { found = (storeInFile, "store.path in \(file.path)") }
+            else { found = nil }
+            if let found { sources[key.json] = found.1 }
+            return found
         }
         func key(_ flag: String) -> Key { keys.first { $0.flag == flag }! }
 
         guard let store = lookup(key("store"))?.0, !store.isEmpty else {
-            throw WatchConfigError("no store given: pass --store <dir>, set SNAPTHUMB_STORE, or set watch.store in the config file")
+            throw WatchConfigError("no store given: pass --store <dir>, set SNAPTHUMB_STORE, or set store.path in the config file")
         }
         var c = WatchConfiguration(uploadDirectory: uploadDirectory, store: store)
 
@@ -153,6 +178,13 @@ public struct WatchConfiguration: Sendable {
             }
             c.logLevel = level
         }
+        if let (text, source) = lookup(key("log-format")) {
+            guard let format = LogFormat(rawValue: text.lowercased()) else {
+                throw WatchConfigError("\(source) must be text or json (got '\(text)')")
+            }
+            c.logFormat = format
+        }
+        c.sources = sources
         return c
     }
 
@@ -174,16 +206,8 @@ public struct WatchConfiguration: Sendable {
         }
     }
 
-    /// Seconds from "1.5", "500ms", "10s", "5m", "2h" or "7d".
-    public static func parseDuration(_ text: String) -> Double? {
-        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
-        for (suffix, scale) in units where t.hasSuffix(suffix) {
-            if let v = Double(t.dropLast(suffix.count)), v.isFinite, v >= 0 { return v * scale }
-        }
-        if let v = Double(t), v.isFinite, v >= 0 { return v }
-        return nil
-    }
+    /// Seconds from "1.5", "500ms", "10s", "5m", "2h" or "7d" (the one duration syntax, `SnapThumbCore.parseDuration`).
+    public static func parseDuration(_ text: String) -> Double? { SnapThumbCore.parseDuration(text) }
 
     /// How often the lease is renewed, and housekeeping (metrics, dead workers) runs.
     var heartbeatInterval: Double { min(5, leaseTimeout / 3, metricsInterval) }

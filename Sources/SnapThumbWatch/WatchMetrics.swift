@@ -1,28 +1,68 @@
 import Foundation
 import Logging
-import Metrics
 import Prometheus
 import SnapThumbCore
+import VipsKit
 
-/// The daemon's metrics, through swift-metrics (so any backend works), rendered
-/// by swift-prometheus into a textfile for node_exporter's textfile collector.
+/// The daemon's metrics, in a swift-prometheus registry that is written as a textfile for
+/// node_exporter's textfile collector. Every family has HELP and TYPE lines and names in base
+/// units (`promtool check metrics` passes; a test runs it). The metrics are made on the registry
+/// directly rather than through swift-metrics, whose Prometheus backend cannot carry HELP text.
 final class WatchMetrics: @unchecked Sendable {
-    let processed = Metrics.Counter(label: "snapthumb_watch_files_processed_total")
-    let bytesWritten = Metrics.Counter(label: "snapthumb_watch_bytes_written_total")
-    let transientRetries = Metrics.Counter(label: "snapthumb_watch_transient_failures_total")
-    let inFlight = Metrics.Gauge(label: "snapthumb_watch_files_in_flight")
-    let backlog = Metrics.Gauge(label: "snapthumb_watch_backlog_files")
-    let latency = Metrics.Timer(label: "snapthumb_watch_processing_seconds")
+    private let registry: PrometheusCollectorRegistry
+    let processed: Count
+    let bytesWritten: Count
+    let transientRetries: Count
+    let inFlight: Level
+    let backlog: Level
+    let latency: Latency
+    private let heartbeat: Gauge
     private let lock = NSLock()
-    private var failedCounters: [ErrorCode: Metrics.Counter] = [:]
+    private var failedCounters: [ErrorCode: Counter] = [:]
     private var inFlightCount = 0
 
-    func failed(_ code: ErrorCode) {
+    init(registry: PrometheusCollectorRegistry) {
+        self.registry = registry
+        processed = Count(registry.makeCounter(descriptor: Self.watch(
+            "files_processed", "total", "Uploads processed and published (manifest durable).")))
+        bytesWritten = Count(registry.makeCounter(descriptor: Self.watch(
+            "bytes_written", "total", "Bytes of thumbnails written to the store.")))
+        transientRetries = Count(registry.makeCounter(descriptor: Self.watch(
+            "transient_failures", "total", "Transient failures (I/O, store full or read-only): the upload went back to incoming/.")))
+        inFlight = Level(registry.makeGauge(descriptor: Self.watch("files_in_flight", "", "Uploads being processed now.")))
+        backlog = Level(registry.makeGauge(descriptor: Self.watch("backlog", "files", "Uploads waiting in incoming/.")))
+        latency = Latency(registry.makeDurationHistogram(
+            descriptor: Self.watch("processing", "seconds", "Time from claim to published manifest, per processed upload."),
+            buckets: [.milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                      .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10)]))
+        heartbeat = registry.makeGauge(descriptor: Self.watch(
+            "last_heartbeat_timestamp", "seconds", "Unix time of the worker's last housekeeping pass; alert when it stops advancing."))
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
+                                             helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
+            labels: [("version", SnapThumbVersion.current), ("libvips", Vips.version)]).set(to: 1)
+        for code in ErrorCode.allCases where !code.isTransient { _ = failedCounter(code) }
+    }
+
+    func failed(_ code: ErrorCode) { failedCounter(code).increment() }
+
+    private func failedCounter(_ code: ErrorCode) -> Counter {
         lock.lock()
-        let counter = failedCounters[code] ?? Metrics.Counter(label: "snapthumb_watch_files_failed_total", dimensions: [("code", code.rawValue)])
+        defer { lock.unlock() }
+        if let counter = failedCounters[code] { return counter }
+        let counter = registry.makeCounter(
+            descriptor: Self.watch("files_failed", "total", "Uploads quarantined in failed/, by failure code."),
+            labels: [("code", code.rawValue)])
         failedCounters[code] = counter
-        lock.unlock()
-        counter.increment()
+        return counter
+    }
+
+    /// Marks a housekeeping pass (the staleness alert watches this).
+    func beat(now: Double = Date().timeIntervalSince1970) { heartbeat.set(to: now) }
+
+    /// `snapthumb_watch_<name>_<unit>`.
+    private static func watch(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "snapthumb", subsystem: "watch", metricName: name, unitName: unit, helpText: help)
     }
 
     func started() { adjustInFlight(1) }
@@ -36,17 +76,25 @@ final class WatchMetrics: @unchecked Sendable {
         inFlight.record(value)
     }
 
-    /// Bootstraps swift-metrics with a Prometheus registry whose latency buckets suit
-    /// thumbnails (5 ms – 10 s). Call once per process, before creating `WatchMetrics`.
-    static func bootstrapPrometheus() -> PrometheusCollectorRegistry {
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [
-            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-            .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
-        ]
-        MetricsSystem.bootstrap(factory)
-        return registry
+    /// A counter with the increment calls the processor uses.
+    struct Count: Sendable {
+        let counter: Counter
+        init(_ counter: Counter) { self.counter = counter }
+        func increment(by amount: Int = 1) { counter.increment(by: Int64(amount)) }
+    }
+
+    /// A gauge set to a whole number.
+    struct Level: Sendable {
+        let gauge: Gauge
+        init(_ gauge: Gauge) { self.gauge = gauge }
+        func record(_ value: Int) { gauge.set(to: Double(value)) }
+    }
+
+    /// The latency histogram, in seconds.
+    struct Latency: Sendable {
+        let histogram: DurationHistogram
+        init(_ histogram: DurationHistogram) { self.histogram = histogram }
+        func recordNanoseconds(_ nanos: Int64) { histogram.record(.nanoseconds(nanos)) }
     }
 }
 
@@ -60,7 +108,7 @@ struct MetricsTextfile: Sendable {
         do {
             try FileOps.writeAtomically(registry.emitToBuffer(), to: path)
         } catch {
-            logger.warning("cannot write the metrics file", metadata: ["snap.file": "\(path)", "snap.error": "\(error)"])
+            logger.warning("cannot write the metrics file", metadata: ["snap.file": "\(path)", "snap.error": "\(describe(error))"])
         }
     }
 }

@@ -25,6 +25,7 @@ public final class WatchService: Service, @unchecked Sendable {
     private let openedStore: (any StoreBackend)?
     private let workerExecutable: String
     private let faults: any RunFaults
+    private let notifier: ServiceNotifier
 
     /// - Parameters:
     ///   - registry: where `WatchMetrics` are collected (from
@@ -33,11 +34,14 @@ public final class WatchService: Service, @unchecked Sendable {
     ///   - workerExecutable: the `snapthumb` binary whose `worker` subcommand runs isolated
     ///     jobs (nil: this process's own executable).
     ///   - faults: faults a test injects into isolated jobs; real runs have none.
+    ///   - notifier: systemd's notification socket (`ServiceNotifier(environment:)`); `.none` outside systemd.
     public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger,
-                store: (any StoreBackend)? = nil, workerExecutable: String? = nil, faults: any RunFaults = NoFaults()) {
+                store: (any StoreBackend)? = nil, workerExecutable: String? = nil, faults: any RunFaults = NoFaults(),
+                notifier: ServiceNotifier = .none) {
         self.workerExecutable = workerExecutable
             ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         self.faults = faults
+        self.notifier = notifier
         self.config = config
         self.openedStore = store
         self.pipeline = pipeline
@@ -47,8 +51,8 @@ public final class WatchService: Service, @unchecked Sendable {
         me = WorkerIdentity(id: config.workerID)
     }
 
-    /// Points swift-metrics at a Prometheus registry. Call once per process.
-    public static func bootstrapMetrics() -> PrometheusCollectorRegistry { WatchMetrics.bootstrapPrometheus() }
+    /// The Prometheus registry the worker's metrics are made in.
+    public static func bootstrapMetrics() -> PrometheusCollectorRegistry { PrometheusCollectorRegistry() }
 
     /// Watches until graceful shutdown, then drains; throws only if the directories cannot be prepared.
     public func run() async throws {
@@ -69,7 +73,8 @@ public final class WatchService: Service, @unchecked Sendable {
         let claims = Claims(layout: layout, me: me, leaseTimeout: config.leaseTimeout, maxAttempts: config.maxAttempts,
                             quarantine: quarantine, logger: logger)
         let janitor = Janitor(logger: logger)
-        let metrics = WatchMetrics()
+        let metrics = WatchMetrics(registry: registry ?? PrometheusCollectorRegistry())
+        metrics.beat()
         let textfile = registry.flatMap { registry in config.metricsFile.map { MetricsTextfile(path: $0, registry: registry) } }
 
         // Crash recovery before the first claim: dead workers' claims (and our own
@@ -112,11 +117,19 @@ public final class WatchService: Service, @unchecked Sendable {
         let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
         scanner.request()
 
+        // A thread on one upload past the image limit, its grace period (after which the
+        // worker exits 70 itself) and a minute for slow storage is stuck: the watchdog stops.
+        let liveness = Liveness(stuckAfter: config.imageTimeout + max(config.imageTimeout, 5) + 60,
+                                housekeepingStaleAfter: config.heartbeatInterval * 3 + 5)
         let workers = DispatchGroup()
         for n in 0..<config.jobs {
             workers.enter()
             let thread = Thread {
-                while let work = candidates.take() { processor.handle(work) }
+                while let work = candidates.take() {
+                    liveness.began(worker: n)
+                    processor.handle(work)
+                    liveness.ended(worker: n)
+                }
                 workers.leave()
             }
             thread.name = "snapthumb-watch-\(n)"
@@ -126,6 +139,8 @@ public final class WatchService: Service, @unchecked Sendable {
 
         let expiry = Every(seconds: 600)
         let housekeeping = Ticker(interval: config.heartbeatInterval, name: "snapthumb-housekeeping") {
+            liveness.housekept()
+            metrics.beat()
             claims.heartbeat()
             candidates.offerSuspects(claims.takeOverAbandoned(includingMine: false))
             metrics.backlog.record(Self.countUploads(in: layout.incoming))
@@ -138,8 +153,25 @@ public final class WatchService: Service, @unchecked Sendable {
             "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.location)",
             "snap.jobs": "\(config.jobs)", "snap.mode": "\(config.poll ? "poll" : "inotify")"])
 
+        // Recovery is done and claiming has started: tell systemd (Type=notify), then ping its
+        // watchdog while the loop is healthy. A stuck loop stops the pings and systemd restarts us.
+        notifier.send("READY=1\nSTATUS=watching \(layout.incoming)", logger: logger)
+        let watchdog = notifier.watchdogInterval.map { interval in
+            let reported = Every(seconds: 60)
+            return Ticker(interval: interval, name: "snapthumb-watchdog") { [notifier] in
+                if let problem = liveness.problem() {
+                    if reported.due() {
+                        logger.error("worker loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.reason": "\(problem)"])
+                    }
+                } else {
+                    notifier.send("WATCHDOG=1", logger: logger)
+                }
+            }
+        }
+
         // Run until SIGTERM/SIGINT (or cancellation).
         try? await gracefulShutdown()
+        notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
 
         logger.info("shutting down: no new claims; draining uploads in flight", metadata: [
             "snap.in_flight": "\(inFlight.count)", "snap.drain_s": "\(config.drainTimeout)"])
@@ -152,6 +184,7 @@ public final class WatchService: Service, @unchecked Sendable {
             logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": "\(released)"])
         }
         housekeeping.stop()
+        watchdog?.stop()
         metrics.backlog.record(Self.countUploads(in: layout.incoming))
         textfile?.write(logger: logger)
         // Every claim is finished or returned by now, so the claim directory goes too.
@@ -182,7 +215,7 @@ public final class WatchService: Service, @unchecked Sendable {
             }
         } catch {
             logger.warning("inotify is unavailable; polling instead", metadata: [
-                "snap.error": "\(error)", "snap.poll_s": "\(config.pollInterval)"])
+                "snap.error": "\(describe(error))", "snap.poll_s": "\(config.pollInterval)"])
             scanner.setInterval(config.pollInterval)
             return nil
         }

@@ -294,3 +294,12 @@ public enum CPUAffinity {
         return tids
     }
 }
+
+extension POSIX {
+    /// The width in columns of the terminal on `fd`, or nil if it is not a terminal (or says 0).
+    public static func terminalColumns(_ fd: Int32) -> Int? {
+        var size = winsize()
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+}

@@ -32,6 +32,10 @@ public enum Vips {
     public static var imagequantVersion: String { String(cString: snap_liq_version()) }
     /// zlib's version, part of the recipe (it compresses the PNG variants).
     public static var zlibVersion: String { String(cString: snap_zlib_version()) }
+    /// The libexif version SnapThumb was built against (libexif has no call that says).
+    public static var exifVersion: String { String(cString: snap_exif_version()) }
+    /// libjpeg-turbo's version (it decodes and encodes the JPEGs).
+    public static var jpegVersion: String { String(cString: snap_jpeg_version()) }
 
     /// Print libvips/GLib warnings to stderr (they are counted and dropped otherwise,
     /// because in a shared process they cannot be tied to one image).

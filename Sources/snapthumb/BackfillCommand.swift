@@ -3,6 +3,7 @@ import Foundation
 import SnapThumbCore
 import SnapThumbRunner
 import SnapThumbS3
+import VipsKit
 
 struct BackfillCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,42 +25,98 @@ struct BackfillCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Directory tree of images, or s3://BUCKET/PREFIX/ to read the objects under a bucket prefix.", valueName: "dir|s3-url"))
     var directory: String
 
-    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
-    var store: String
+    @Option(name: [.customShort("s"), .long], help: ArgumentHelp(StoreArgument.help + " [env SNAPTHUMB_STORE; config store.path]", valueName: "dir|s3-url"))
+    var store: String?
 
-    @Option(name: .long, help: ArgumentHelp("Process only shard I of N (0 <= I < N), chosen by a stable hash of each key: N machines split one backfill with no coordination.", valueName: "I/N"))
+    @Option(name: .long, help: ArgumentHelp("Process only shard I of N (0 <= I < N), chosen by a stable hash of each key: N machines split one backfill with no coordination. [env SNAPTHUMB_SHARD; config backfill.shard]", valueName: "I/N"))
     var shard: String?
 
-    @Option(name: .long, help: ArgumentHelp("Images processed at once (default: the number of cores).", valueName: "n"))
-    var jobs: Int?
+    @Option(name: [.customShort("j"), .long], parsing: .unconditional, help: ArgumentHelp("Images processed at once. [default: the number of cores; env SNAPTHUMB_JOBS; config backfill.jobs]", valueName: "n"))
+    var jobs: String?
 
-    /// `--jobs`, or the number of cores.
-    var jobCount: Int { jobs ?? ProcessInfo.processInfo.activeProcessorCount }
-
-    @Option(name: .long, help: ArgumentHelp("Write a JSON report of totals and every failure to this file.", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("Write a JSON report of totals and every failure to this file. [env SNAPTHUMB_REPORT; config backfill.report]", valueName: "file"))
     var report: String?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds between progress lines when stderr is not a terminal.", valueName: "s"))
-    var progressInterval: Double = 10
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between progress lines when stderr is not a terminal: 500ms, 10s, 5m… [default: 10s]", valueName: "duration"))
+    var progressInterval: String?
 
     @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"))
-    var isolation: String = "processes"
+    var isolation: String?
 
     @Flag(name: .long, help: "Print each manifest as a JSON line on stdout, like 'process'.")
     var printManifests = false
 
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
-    func validate() throws {
-        try StoreArgument.validate(store)
-        do { try StoreLocation.check(directory) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
-        if let shard, Shard(shard) == nil { throw ValidationError("--shard must be I/N with 0 <= I < N (got '\(shard)')") }
-        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
-        guard ["processes", "threads"].contains(isolation) else {
-            throw ValidationError("--isolation must be processes or threads (got '\(isolation)')")
+    /// The backfill settings after flags, SNAPTHUMB_* variables, the config file's "backfill" section and defaults.
+    struct Resolved {
+        var store = ""
+        var jobs = ProcessInfo.processInfo.activeProcessorCount
+        var report: String?
+        var progressInterval = 10.0
+        var isolation = "processes"
+        var printManifests = false
+        var shard: Shard?
+        var sources: [String: SettingSource] = [:]
+
+        /// Lines for `snapthumb config`.
+        var shown: [(name: String, value: String, source: SettingSource)] {
+            [("store.path", store.isEmpty ? "(none)" : store, sources["store"] ?? .defaultValue),
+             ("backfill.jobs", "\(jobs)", sources["jobs"] ?? .defaultValue),
+             ("backfill.isolation", isolation, sources["isolation"] ?? .defaultValue),
+             ("backfill.progressInterval", formatDuration(progressInterval), sources["progress-interval"] ?? .defaultValue),
+             ("backfill.report", report ?? "none", sources["report"] ?? .defaultValue),
+             ("backfill.printManifests", "\(printManifests)", sources["print-manifests"] ?? .defaultValue),
+             ("backfill.shard", shard.map { "\($0.index)/\($0.count)" } ?? "none", sources["shard"] ?? .defaultValue)]
         }
-        guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive (got \(progressInterval))") }
+    }
+
+    static func resolve(store: String?, jobs: String?, report: String?, progressInterval: String?, isolation: String?,
+                        printManifests: Bool, shard: String? = nil, layers base: ConfigLayers, requireStore: Bool = true) throws -> Resolved {
+        var layers = base
+        for (name, value) in [("jobs", jobs), ("report", report), ("progress-interval", progressInterval), ("isolation", isolation),
+                              ("print-manifests", printManifests ? "true" : nil), ("shard", shard)] {
+            if let value { layers.flags[name] = value }
+        }
+        var r = Resolved()
+        func look(_ flag: String, _ key: String) -> (String, SettingSource)? {
+            guard let found = layers.lookup(flag, file: [("backfill", key)]) else { return nil }
+            r.sources[flag] = found.source
+            return (found.text, found.source)
+        }
+        do {
+            if let (text, source) = StoreOption.lookup(store, base) { r.store = text; r.sources["store"] = source }
+            else if requireStore { _ = try StoreOption.resolve(nil, base) }
+            if let (text, source) = look("jobs", "jobs") { r.jobs = try parseCount(text, minimum: 1, source: source) }
+            if let (text, _) = look("report", "report"), !text.isEmpty { r.report = text }
+            if let (text, source) = look("progress-interval", "progressInterval") {
+                guard let seconds = parseDuration(text), seconds > 0 else {
+                    throw SnapError(.config, "\(source) must be a positive duration such as 500ms, 10s, 5m, 2h or 7d (got '\(text)')")
+                }
+                r.progressInterval = seconds
+            }
+            if let (text, source) = look("isolation", "isolation") {
+                guard ["processes", "threads"].contains(text.lowercased()) else {
+                    throw SnapError(.config, "\(source) must be processes or threads (got '\(text)')")
+                }
+                r.isolation = text.lowercased()
+            }
+            if let (text, source) = look("print-manifests", "printManifests") { r.printManifests = try parseSwitch(text, source: source) }
+            if let (text, source) = look("shard", "shard") {
+                guard let value = Shard(text) else { throw SnapError(.config, "\(source) must be I/N with 0 <= I < N (got '\(text)')") }
+                r.shard = value
+            }
+        } catch let error as SnapError { throw ValidationError(error.message) }
+        return r
+    }
+
+    func validate() throws {
+        if let store { try StoreArgument.validate(store) }
+        do { try StoreLocation.check(directory) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
         var isDirectory: ObjCBool = false
         guard S3Configuration.isS3URL(directory)
                 || FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue else {
@@ -68,16 +125,24 @@ struct BackfillCommand: ParsableCommand {
     }
 
     func run() throws {
+        let layers = try pipelineOptions.layers()
+        try logging.bootstrap(file: layers.file)
+        let options = try Self.resolve(store: store, jobs: jobs, report: report, progressInterval: progressInterval,
+                                       isolation: isolation, printManifests: printManifests, shard: shard, layers: layers)
+        let jobCount = options.jobs, progressInterval = options.progressInterval, report = options.report, shard = options.shard
         let pipeline = try pipelineOptions.pipeline()
         var summary: BackfillSummary
-        let store = try StoreArgument.open(self.store, onConflict: pipeline.settings.onConflict)
-        let shard = self.shard.flatMap(Shard.init)
+        try StoreArgument.validate(options.store)
+        let store = try StoreArgument.open(options.store, onConflict: pipeline.settings.onConflict, logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "backfill")
         do {
             if let directory = store.directory {
                 let removed = TempFiles.removeStale(under: directory)
-                if removed > 0 { printError("backfill: removed \(removed) temp file(s) left in the store by processes that are gone") }
+                if removed > 0 {
+                    Console.say("backfill: removed \(removed) temp file(s) left in the store by processes that are gone", event: "removed temp files",
+                                metadata: ["snap.count": "\(removed)"])
+                }
             }
             let reader: any SourceReader
             var files: [FileWalker.Entry]
@@ -85,12 +150,12 @@ struct BackfillCommand: ParsableCommand {
             if S3Configuration.isS3URL(directory) {
                 let sources: S3Sources
                 do { sources = try S3Sources(url: directory) } catch let error as SnapError {
-                    printError("\(directory): \(error.code.rawValue): \(error.message)")
+                    Console.failure(directory, code: error.code.rawValue, message: error.message)
                     throw ExitCode(2)
                 }
                 let listed: (files: [(relativePath: String, path: String, size: Int)], skipped: Int)
                 do { listed = try sources.list() } catch let error as SnapError where error.code == .config {
-                    printError("\(directory): \(error.code.rawValue): \(error.message)")
+                    Console.failure(directory, code: error.code.rawValue, message: error.message)
                     throw ExitCode(2)
                 }
                 files = listed.files.map { FileWalker.Entry(relativePath: $0.relativePath, path: $0.path, size: $0.size) }
@@ -104,8 +169,8 @@ struct BackfillCommand: ParsableCommand {
             }
             if let shard { files = files.filter { shard.contains($0.relativePath) } }
             let bar = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1, interval: progressInterval)
-            let printManifests = self.printManifests
-            let mode: Isolation = isolation == "threads" ? .threads : .processes(executable: selfExecutable)
+            let printManifests = options.printManifests
+            let mode: Isolation = options.isolation == "threads" ? .threads : .processes(executable: selfExecutable)
             summary = try Backfill(pipeline: pipeline, store: store, jobs: jobCount, isolation: mode, reader: reader, interruption: interruption).run(
                 files: files,
                 interval: bar.interactive ? 0.2 : progressInterval,
@@ -113,7 +178,7 @@ struct BackfillCommand: ParsableCommand {
                     switch result.outcome {
                     case .failed(let error):
                         bar.clearLine()
-                        printError("\(result.entry.path): \(error.code.rawValue): \(error.message)")
+                        Console.failure(result.entry.path, code: error.code.rawValue, message: error.message)
                     case .processed where printManifests:
                         // As published: workers do not send whole manifests back.
                         if let manifest = try? store.manifest(for: result.entry.relativePath) {
@@ -126,7 +191,7 @@ struct BackfillCommand: ParsableCommand {
             bar.finish()
             summary.ignored = ignored
         } catch let error as SnapError {
-            printError("\(directory): \(error.code.rawValue): \(error.message)")
+            Console.failure(directory, code: error.code.rawValue, message: error.message)
             throw ExitCode(1)
         }
 
@@ -134,13 +199,18 @@ struct BackfillCommand: ParsableCommand {
             // Workers finished their files and exited; anything a killed one left goes.
             TempFiles.removeStale(under: directory)
         }
-        printError(Self.summaryText(summary, store: store.location))
+        Console.say(Self.summaryText(summary, store: store.location), event: "backfill finished", metadata: [
+            "snap.failed_by_code": .dictionary(summary.failedByCode.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" }),
+            "snap.total": "\(summary.total)", "snap.interrupted": "\(summary.interrupted)", "snap.processed": "\(summary.processed)",
+            "snap.skipped": "\(summary.skipped)", "snap.failed": "\(summary.failures.count)",
+            "snap.seconds": "\(String(format: "%.1f", summary.seconds))",
+            "snap.images_per_s": "\(String(format: "%.1f", summary.imagesPerSecond))", "snap.store": "\(store.location)"])
         if let report {
             do {
                 try summary.report(root: directory, store: store.location).write(to: URL(fileURLWithPath: report), options: .atomic)
-                printError("report: \(report)")
+                Console.say("report: \(report)", metadata: ["snap.report": "\(report)"])
             } catch {
-                printError("\(report): io: cannot write the report: \(error.localizedDescription)")
+                Console.failure(report, code: "io", message: "cannot write the report: \(error.localizedDescription)")
                 throw ExitCode(1)
             }
         }
@@ -169,12 +239,19 @@ struct BackfillCommand: ParsableCommand {
 
 /// A progress bar on a terminal; plain periodic lines otherwise.
 final class ProgressDisplay: @unchecked Sendable {
-    let interactive: Bool
+    /// A bar redrawn in place (stderr is a terminal), a timestamped line every interval, a JSON
+    /// log event every interval, or nothing (-q).
+    enum Mode { case bar, lines, json, none }
+
+    let mode: Mode
+    var interactive: Bool { mode == .bar }
     private let lock = NSLock()
     private var drawn = false
 
     init(interactive: Bool, interval: Double) {
-        self.interactive = interactive
+        if Console.level > .info { mode = .none }
+        else if Console.format == .json { mode = .json }
+        else { mode = interactive ? .bar : .lines }
     }
 
     func show(_ p: BackfillProgress) {
@@ -183,18 +260,31 @@ final class ProgressDisplay: @unchecked Sendable {
         let percent = p.total > 0 ? Double(p.done) * 100 / Double(p.total) : 100
         let eta = p.eta.map(Self.duration) ?? "--"
         let stats = String(format: "%d/%d %3.0f%% %.1f img/s ETA %@ failed %d", p.done, p.total, percent, p.rate, eta, p.failed)
-        if interactive {
-            let width = 30
-            let filled = p.total > 0 ? width * p.done / p.total : width
-            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            FileHandle.standardError.write(Data("\r\u{1B}[K[\(bar)] \(stats)".utf8))
+        switch mode {
+        case .bar:
+            let columns = POSIX.terminalColumns(STDERR_FILENO) ?? 80
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, done: p.done, total: p.total, columns: columns))".utf8))
             drawn = true
-        } else if p.done < p.total {
-            FileHandle.standardError.write(Data("progress: \(stats)\n".utf8))
+        case .lines where p.done < p.total:
+            FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
+        case .json where p.done < p.total:
+            Console.logger.info("progress", metadata: [
+                "snap.done": "\(p.done)", "snap.total": "\(p.total)", "snap.failed": "\(p.failed)",
+                "snap.images_per_s": "\(String(format: "%.1f", p.rate))", "snap.eta_s": "\(p.eta.map { String(Int($0.rounded())) } ?? "")"])
+        default: break
         }
     }
 
-    /// Moves off the bar's line so that a message prints cleanly.
+    /// `[####....] stats`, never wider than `columns - 1` (a full-width line makes some terminals wrap):
+    /// the bar shrinks first, then the statistics are cut.
+    static func barLine(stats: String, done: Int, total: Int, columns: Int) -> String {
+        let room = columns - 1
+        let width = min(30, room - stats.count - 3)
+        guard width >= 5 else { return String(stats.prefix(max(0, room))) }
+        let filled = total > 0 ? width * min(done, total) / total : width
+        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] " + stats
+    }
+
     func clearLine() {
         lock.lock()
         defer { lock.unlock() }

@@ -26,7 +26,7 @@ struct BenchCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Directory tree of images (e.g. .corpus/snaps from Scripts/make-corpus.sh).", valueName: "dir"))
     var directory: String
 
-    @Option(name: .long, help: ArgumentHelp("Images at once, on every side. [default: number of cores]", valueName: "n"))
+    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Images at once, on every side. [default: number of cores]", valueName: "n"))
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
 
     @Option(name: .long, help: ArgumentHelp("Rounds, alternating the sides; medians are reported. [default: 1]", valueName: "k"))
@@ -65,6 +65,9 @@ struct BenchCommand: ParsableCommand {
     @Flag(name: .long, help: "Also rename every file into a running watch daemon's incoming/ at once and compare its drain rate with a backfill of the same files at the same --jobs (see --repeat).")
     var watchBurst = false
 
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
@@ -83,6 +86,7 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
+        try logging.bootstrap()
         let pipeline = try pipelineOptions.pipeline()
         if let reason = ReferenceTool.vipsthumbnail.unavailableReason {
             printError("bench: \(reason)")

@@ -3,44 +3,45 @@ import Foundation
 import SnapThumbCore
 import VipsKit
 
-/// Flags shared by every command that runs the pipeline. Precedence: built-in
-/// defaults, then the `--config` file, then these flags.
+/// Flags shared by every command that runs the pipeline. Precedence: these flags, then
+/// `SNAPTHUMB_<FLAG>` environment variables, then the config file (`--config` or
+/// `SNAPTHUMB_CONFIG`), then the built-in defaults.
 struct PipelineOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("JSON config file with any Settings fields (see README: Configuration).", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("Config file: JSON with sections pipeline, store, watch, backfill, log (see README: Configuration). [env SNAPTHUMB_CONFIG]", valueName: "file"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Side of the square JPEG thumbnail, pixels. [default: 100]", valueName: "px"))
-    var squareSize: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Side of the square JPEG thumbnail, pixels. [default: 100]", valueName: "px"))
+    var squareSize: String?
 
-    @Option(name: .long, help: ArgumentHelp("How the square is cut: centre or attention (libvips' interest measure). [default: centre]", valueName: "mode"))
+    @Option(name: .long, help: ArgumentHelp("How the square is cut: centre (or center) or attention (libvips' interest measure). [default: centre]", valueName: "mode"))
     var crop: String?
 
-    @Option(name: .long, help: ArgumentHelp("Byte budget of the square JPEG, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of the square JPEG, or 'none'. [default: 4096]", valueName: "bytes"))
     var budget: String?
 
     @Option(name: .long, help: ArgumentHelp("What budgets count: bytes, or inline (base64 length, for push payloads). [default: bytes]", valueName: "mode"))
     var budgetMode: String?
 
-    @Option(name: .long, help: ArgumentHelp("In --budget-mode inline: bytes of the whole push payload the square travels in (APNs: 4096). [default: 4096]", valueName: "bytes"))
-    var payloadLimit: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("In --budget-mode inline: bytes of the whole push payload the square travels in (APNs: 4096). [default: 4096]", valueName: "bytes"))
+    var payloadLimit: String?
 
-    @Option(name: .long, help: ArgumentHelp("In --budget-mode inline: payload bytes kept for everything but the thumbnail (a Live Activity start payload's fields, names, caption, alert). [default: \(Settings.defaultPayloadReserve)]", valueName: "bytes"))
-    var payloadReserve: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("In --budget-mode inline: payload bytes kept for everything but the thumbnail (a Live Activity start payload's fields, names, caption, alert). [default: \(Settings.defaultPayloadReserve)]", valueName: "bytes"))
+    var payloadReserve: String?
 
-    @Option(name: .long, help: ArgumentHelp("A key that already has a manifest of other source bytes: refuse (failure 'conflict') or replace. Also SNAPTHUMB_ON_CONFLICT. [default: refuse]", valueName: "action"))
+    @Option(name: .long, help: ArgumentHelp("A key that already has a manifest of other source bytes: refuse (failure 'conflict') or replace. [default: refuse]", valueName: "action"))
     var onConflict: String?
 
-    @Option(name: .long, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
-    var qualityMin: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
+    var qualityMin: String?
 
-    @Option(name: .long, help: ArgumentHelp("Highest JPEG quality tried. [default: 90]", valueName: "q"))
-    var qualityMax: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Highest JPEG quality tried. [default: 90]", valueName: "q"))
+    var qualityMax: String?
 
-    @Option(name: .long, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
-    var grid: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
+    var grid: String?
 
-    @Option(name: .long, help: ArgumentHelp("Pixel-art palette size, 2–256. [default: 16]", valueName: "n"))
-    var colours: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art palette size, 2–256. [default: 16]", valueName: "n"))
+    var colours: String?
 
     @Option(name: .long, help: ArgumentHelp("adaptive (libimagequant), pico8, gameboy, mono, or a list like '#000000,#FFFFFF'. [default: adaptive]", valueName: "palette"))
     var palette: String?
@@ -48,125 +49,159 @@ struct PipelineOptions: ParsableArguments {
     @Flag(name: .long, inversion: .prefixedNo, help: "Floyd–Steinberg dithering in the pixel art. [default: off]")
     var dither: Bool?
 
-    @Option(name: .long, help: ArgumentHelp("pixel100 = pixel25 enlarged by this factor (nearest neighbour). [default: 4]", valueName: "n"))
-    var pixelScale: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("pixel100 = pixel25 enlarged by this factor (nearest neighbour). [default: 4]", valueName: "n"))
+    var pixelScale: String?
 
-    @Option(name: .long, help: ArgumentHelp("Byte budget of pixel100, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel100, or 'none'. [default: 4096]", valueName: "bytes"))
     var pixelBudget: String?
 
-    @Option(name: .long, help: ArgumentHelp("Byte budget of pixel25, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel25, or 'none'. [default: 4096]", valueName: "bytes"))
     var gridBudget: String?
 
     @Option(name: .long, help: ArgumentHelp("Colour behind transparent pixels. [default: #0A0A1A]", valueName: "#RRGGBB"))
     var background: String?
 
-    @Option(name: .long, help: ArgumentHelp("Refuse inputs larger than this many bytes (too-large). [default: 67108864 = 64 MiB]", valueName: "bytes"))
-    var maxBytes: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Refuse inputs larger than this many bytes (too-large). [default: 67108864 = 64 MiB]", valueName: "bytes"))
+    var maxBytes: String?
 
-    @Option(name: .long, help: ArgumentHelp("Refuse images with more pixels than this (too-large). [default: 100000000]", valueName: "pixels"))
-    var maxPixels: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Refuse images with more pixels than this (too-large). [default: 100000000]", valueName: "pixels"))
+    var maxPixels: String?
 
-    @Option(name: .long, help: ArgumentHelp("Lower pixel limit for images decoded whole: HEIC/AVIF, progressive JPEG, interlaced PNG (too-large). [default: 50000000]", valueName: "pixels"))
-    var maxPixelsFullDecode: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lower pixel limit for images decoded whole: HEIC/AVIF, progressive JPEG, interlaced PNG (too-large). [default: 50000000]", valueName: "pixels"))
+    var maxPixelsFullDecode: String?
 
     @Option(name: .long, help: ArgumentHelp("Decoder strictness: truncated, error or warning (refuses damaged files). [default: warning]", valueName: "level"))
     var failOn: String?
 
-    /// The validated settings, or a `ValidationError` that says what is wrong and what is allowed.
-    func settings() throws -> Settings {
-        var settings = Settings()
-        if let config {
-            let data = try Self.readConfig(config)
-            do {
-                // The "watch" object is `watch`'s own (WatchCommand reads it).
-                var document = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
-                document["watch"] = nil
-                settings = try JSONDecoder().decode(Settings.self, from: JSONSerialization.data(withJSONObject: document))
-            } catch let error as SnapError {
-                throw ValidationError("config file \(config): \(error.message)")
-            } catch let DecodingError.typeMismatch(type, context), let DecodingError.valueNotFound(type, context) {
-                throw ValidationError("config file \(config): \(context.codingPath.map(\.stringValue).joined(separator: ".")) must be \(type)")
-            } catch {
-                throw ValidationError("config file \(config) is not valid JSON settings: \(error.localizedDescription)")
-            }
-        }
-        if let squareSize { settings.square.size = squareSize }
-        if let crop {
-            guard let mode = CropMode(rawValue: crop) else {
-                throw ValidationError("--crop must be one of \(CropMode.allCases.map(\.rawValue).joined(separator: ", ")) (got '\(crop)')")
-            }
-            settings.square.crop = mode
-        }
-        if let budget { settings.square.budget = try parseBudget(budget, flag: "--budget") }
-        if let budgetMode {
-            guard let mode = Settings.BudgetMode(rawValue: budgetMode) else {
-                throw ValidationError("--budget-mode must be bytes or inline (got '\(budgetMode)')")
-            }
-            settings.budgetMode = mode
-        }
-        if let payloadLimit { settings.payloadLimit = payloadLimit }
-        if let payloadReserve { settings.payloadReserve = payloadReserve }
-        if let (text, source) = onConflict.map({ ($0, "--on-conflict") })
-            ?? ProcessInfo.processInfo.environment["SNAPTHUMB_ON_CONFLICT"].map({ ($0, "SNAPTHUMB_ON_CONFLICT") }) {
-            guard let policy = ConflictPolicy(rawValue: text.lowercased()) else {
-                throw ValidationError("\(source) must be refuse or replace (got '\(text)')")
-            }
-            settings.onConflict = policy
-        }
-        if let qualityMin { settings.square.qualityMin = qualityMin }
-        if let qualityMax { settings.square.qualityMax = qualityMax }
-        if let grid { settings.pixel.grid = grid }
-        if let colours { settings.pixel.colours = colours }
-        if let palette {
-            do { settings.pixel.palette = try PaletteChoice(parsing: palette) } catch let error as SnapError {
-                throw ValidationError("--palette: \(error.message)")
-            }
-        }
-        if let dither { settings.pixel.dither = dither }
-        if let pixelScale { settings.pixel.scale = pixelScale }
-        if let pixelBudget { settings.pixel.budget = try parseBudget(pixelBudget, flag: "--pixel-budget") }
-        if let gridBudget { settings.pixel.gridBudget = try parseBudget(gridBudget, flag: "--grid-budget") }
-        if let background {
-            guard let colour = Colour(hex: background) else {
-                throw ValidationError("--background must be a colour written #RRGGBB, e.g. #0A0A1A (got '\(background)')")
-            }
-            settings.background = colour
-        }
-        if let maxBytes { settings.limits.maxInputBytes = maxBytes }
-        if let maxPixels { settings.limits.maxPixels = maxPixels }
-        if let maxPixelsFullDecode { settings.limits.maxPixelsFullDecode = maxPixelsFullDecode }
-        if let failOn {
-            guard let level = Settings.FailOn(rawValue: failOn) else {
-                throw ValidationError("--fail-on must be one of truncated, error, warning (got '\(failOn)')")
-            }
-            settings.failOn = level
-        }
-        do { try settings.validate() } catch let error as SnapError { throw ValidationError(error.message) }
-        return settings
+    /// One pipeline setting: its flag, its name in the file's pipeline section, how to apply a
+    /// value given as text, and how to show the effective value.
+    struct Entry {
+        let flag: String
+        let key: String
+        let given: String?
+        let apply: (inout Settings, String, SettingSource) throws -> Void
+        let show: (Settings) -> String
     }
 
-    /// A config file's bytes, checked to be strict JSON (no trailing commas or
-    /// duplicate keys); the error names the file, line and column.
-    static func readConfig(_ path: String) throws -> Data {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ValidationError("cannot read config file \(path)")
+    /// Every pipeline setting. A new flag needs an entry here, and it then works from the
+    /// command line, the environment and the file, and shows in `snapthumb config`.
+    var entries: [Entry] {
+        func count(_ minimum: Int, _ set: @escaping (inout Settings, Int) -> Void) -> (inout Settings, String, SettingSource) throws -> Void {
+            { settings, text, source in set(&settings, try parseCount(text, minimum: minimum, source: source)) }
         }
-        do { try StrictJSON.check(data) } catch let error as SnapError {
-            throw ValidationError("config file \(path):\(error.message)")
+        func budgetValue(_ set: @escaping (inout Settings, Int?) -> Void) -> (inout Settings, String, SettingSource) throws -> Void {
+            { settings, text, source in
+                if text.lowercased() == "none" { set(&settings, nil); return }
+                set(&settings, try parseCount(text, minimum: 1, source: source))
+            }
         }
-        return data
+        func showBudget(_ value: Int?) -> String { value.map(String.init) ?? "none" }
+        return [
+            Entry(flag: "square-size", key: "square.size", given: squareSize, apply: count(1) { $0.square.size = $1 }, show: { "\($0.square.size)" }),
+            Entry(flag: "crop", key: "square.crop", given: crop, apply: { settings, text, source in
+                let word = text.lowercased() == "center" ? "centre" : text.lowercased()
+                guard let mode = CropMode(rawValue: word) else {
+                    throw SnapError(.config, "\(source) must be centre (or center) or attention (got '\(text)')")
+                }
+                settings.square.crop = mode
+            }, show: { $0.square.crop.rawValue }),
+            Entry(flag: "budget", key: "square.budget", given: budget, apply: budgetValue { $0.square.budget = $1 }, show: { showBudget($0.square.budget) }),
+            Entry(flag: "budget-mode", key: "budgetMode", given: budgetMode, apply: { settings, text, source in
+                guard let mode = Settings.BudgetMode(rawValue: text.lowercased()) else {
+                    throw SnapError(.config, "\(source) must be bytes or inline (got '\(text)')")
+                }
+                settings.budgetMode = mode
+            }, show: { $0.budgetMode.rawValue }),
+            Entry(flag: "payload-limit", key: "payloadLimit", given: payloadLimit, apply: count(1) { $0.payloadLimit = $1 }, show: { "\($0.payloadLimit)" }),
+            Entry(flag: "payload-reserve", key: "payloadReserve", given: payloadReserve, apply: count(0) { $0.payloadReserve = $1 }, show: { "\($0.payloadReserve)" }),
+            Entry(flag: "on-conflict", key: "onConflict", given: onConflict, apply: { settings, text, source in
+                guard let policy = ConflictPolicy(rawValue: text.lowercased()) else {
+                    throw SnapError(.config, "\(source) must be refuse or replace (got '\(text)')")
+                }
+                settings.onConflict = policy
+            }, show: { $0.onConflict.rawValue }),
+            Entry(flag: "quality-min", key: "square.qualityMin", given: qualityMin, apply: count(1) { $0.square.qualityMin = $1 }, show: { "\($0.square.qualityMin)" }),
+            Entry(flag: "quality-max", key: "square.qualityMax", given: qualityMax, apply: count(1) { $0.square.qualityMax = $1 }, show: { "\($0.square.qualityMax)" }),
+            Entry(flag: "grid", key: "pixel.grid", given: grid, apply: count(1) { $0.pixel.grid = $1 }, show: { "\($0.pixel.grid)" }),
+            Entry(flag: "colours", key: "pixel.colours", given: colours, apply: count(1) { $0.pixel.colours = $1 }, show: { "\($0.pixel.colours)" }),
+            Entry(flag: "palette", key: "pixel.palette", given: palette, apply: { settings, text, source in
+                do { settings.pixel.palette = try PaletteChoice(parsing: text) } catch let error as SnapError {
+                    throw SnapError(.config, "\(source): \(error.message)")
+                }
+            }, show: { $0.pixel.palette.description }),
+            Entry(flag: "dither", key: "pixel.dither", given: dither.map { $0 ? "true" : "false" }, apply: { settings, text, source in
+                settings.pixel.dither = try parseSwitch(text, source: source)
+            }, show: { "\($0.pixel.dither)" }),
+            Entry(flag: "pixel-scale", key: "pixel.scale", given: pixelScale, apply: count(1) { $0.pixel.scale = $1 }, show: { "\($0.pixel.scale)" }),
+            Entry(flag: "pixel-budget", key: "pixel.budget", given: pixelBudget, apply: budgetValue { $0.pixel.budget = $1 }, show: { showBudget($0.pixel.budget) }),
+            Entry(flag: "grid-budget", key: "pixel.gridBudget", given: gridBudget, apply: budgetValue { $0.pixel.gridBudget = $1 }, show: { showBudget($0.pixel.gridBudget) }),
+            Entry(flag: "background", key: "background", given: background, apply: { settings, text, source in
+                guard let colour = Colour(hex: text) else {
+                    throw SnapError(.config, "\(source) must be a colour written #RRGGBB, e.g. #0A0A1A (got '\(text)')")
+                }
+                settings.background = colour
+            }, show: { $0.background.description }),
+            Entry(flag: "max-bytes", key: "limits.maxInputBytes", given: maxBytes, apply: count(1) { $0.limits.maxInputBytes = $1 }, show: { "\($0.limits.maxInputBytes)" }),
+            Entry(flag: "max-pixels", key: "limits.maxPixels", given: maxPixels, apply: count(1) { $0.limits.maxPixels = $1 }, show: { "\($0.limits.maxPixels)" }),
+            Entry(flag: "max-pixels-full-decode", key: "limits.maxPixelsFullDecode", given: maxPixelsFullDecode,
+                  apply: count(1) { $0.limits.maxPixelsFullDecode = $1 }, show: { "\($0.limits.maxPixelsFullDecode)" }),
+            Entry(flag: "fail-on", key: "failOn", given: failOn, apply: { settings, text, source in
+                guard let level = Settings.FailOn(rawValue: text.lowercased()) else {
+                    throw SnapError(.config, "\(source) must be one of truncated, error, warning (got '\(text)')")
+                }
+                settings.failOn = level
+            }, show: { $0.failOn.rawValue }),
+        ]
     }
 
-    private func parseBudget(_ text: String, flag: String) throws -> Int? {
-        if text.lowercased() == "none" { return nil }
-        guard let value = Int(text) else { throw ValidationError("\(flag) must be a number of bytes or 'none' (got '\(text)')") }
-        return value
+    /// The config layers: these flags, the environment, and the config file.
+    func layers(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ConfigLayers {
+        do {
+            let file = try ConfigLayers.loadFile(flag: config, environment: environment)
+            var flags: [String: String] = [:]
+            for entry in entries { if let given = entry.given { flags[entry.flag] = given } }
+            return ConfigLayers(flags: flags, environment: environment, file: file)
+        } catch let error as SnapError { throw ValidationError(error.message) }
     }
+
+    /// The validated settings and where each came from, or a `ValidationError` that says what is
+    /// wrong, where it was set, and what is allowed.
+    func resolve(_ layers: ConfigLayers) throws -> (Settings, [(name: String, value: String, source: SettingSource)]) {
+        var settings = layers.file?.pipeline ?? Settings()
+        var report: [(String, SettingSource)] = []
+        do {
+            for entry in entries {
+                if let (text, source) = layers.lookup(entry.flag) {
+                    try entry.apply(&settings, text, source)
+                    report.append((entry.key, source))
+                } else if let file = layers.file, file.pipelineKeys.contains(entry.key) {
+                    report.append((entry.key, .file(path: file.path, key: "pipeline.\(entry.key)")))
+                } else {
+                    report.append((entry.key, .defaultValue))
+                }
+            }
+            try settings.validate()
+        } catch let error as SnapError { throw ValidationError(error.message) }
+        let shown = zip(entries, report).map { entry, item in (name: "pipeline.\(item.0)", value: entry.show(settings), source: item.1) }
+        return (settings, shown)
+    }
+
+    /// The validated settings.
+    func settings() throws -> Settings { try resolve(try layers()).0 }
 
     /// Starts the pipeline, turning failures into a usage error.
     func pipeline() throws -> Pipeline {
         let settings = try settings()
         do { return try Pipeline(settings: settings) } catch let error as SnapError { throw ValidationError(error.message) }
+    }
+}
+
+/// true/false (also 1/0, yes/no, on/off), with a message that names the source.
+func parseSwitch(_ text: String, source: SettingSource) throws -> Bool {
+    switch text.lowercased() {
+    case "1", "true", "yes", "on": return true
+    case "0", "false", "no", "off": return false
+    default: throw SnapError(.config, "\(source) must be true or false (got '\(text)')")
     }
 }
 
@@ -178,4 +213,20 @@ func printError(_ line: String) {
 /// Writes a line to stdout, flushing so that pipes see one JSON line per upload promptly.
 func printOut(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// `--store`/`-s`, `SNAPTHUMB_STORE`, or `store.path` in the config file (`watch.store` too, as before).
+enum StoreOption {
+    static func lookup(_ flag: String?, _ layers: ConfigLayers) -> (text: String, source: SettingSource)? {
+        var layers = layers
+        if let flag { layers.flags["store"] = flag }
+        return layers.lookup("store", file: [("store", "path"), ("watch", "store")])
+    }
+
+    static func resolve(_ flag: String?, _ layers: ConfigLayers) throws -> String {
+        guard let (path, _) = lookup(flag, layers), !path.isEmpty else {
+            throw ValidationError("no store given: pass --store <dir> (-s), set SNAPTHUMB_STORE, or set store.path in the config file")
+        }
+        return path
+    }
 }

@@ -20,17 +20,24 @@ struct ProcessCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Image files (JPEG, PNG, WebP, HEIC/HEIF, AVIF, GIF).", valueName: "file"))
     var files: [String]
 
-    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
-    var store: String
+    @Option(name: [.customShort("s"), .long], help: ArgumentHelp(StoreArgument.help + " [env SNAPTHUMB_STORE; config store.path]", valueName: "dir|s3-url"))
+    var store: String?
 
-    func validate() throws { try StoreArgument.validate(store) }
+    func validate() throws { if let store { try StoreArgument.validate(store) } }
+
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
 
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
     func run() throws {
+        let layers = try pipelineOptions.layers()
+        try logging.bootstrap(file: layers.file)
         let pipeline = try pipelineOptions.pipeline()
-        let store = try StoreArgument.open(self.store, onConflict: pipeline.settings.onConflict)
+        let storePath = try StoreOption.resolve(store, layers)
+        try StoreArgument.validate(storePath)
+        let store = try StoreArgument.open(storePath, onConflict: pipeline.settings.onConflict, logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "process")
         var failed = false
@@ -42,19 +49,24 @@ struct ProcessCommand: ParsableCommand {
                 let upload = try pipeline.process(file: file, key: key)
                 switch try store.commit(upload) {
                 case .created: break
-                case .repeated: printError("\(file): repeat: \(key) is already published from the same source bytes")
+                case .repeated:
+                    Console.say("\(file): repeat: \(key) is already published from the same source bytes", event: "repeat",
+                                metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
                 case .replaced(let previous):
-                    printError("\(file): replaced: \(key) was \(previous), now \(upload.manifest.source.digest) (--on-conflict replace)")
+                    Console.say("\(file): replaced: \(key) was \(previous), now \(upload.manifest.source.digest) (--on-conflict replace)",
+                                event: "replaced", metadata: ["snap.file": "\(file)", "snap.key": "\(key)", "snap.previous_digest": "\(previous)",
+                                                              "snap.digest": "\(upload.manifest.source.digest)"])
                 }
                 printOut(String(decoding: upload.manifest.json(), as: UTF8.self))
             } catch let error as SnapError {
                 failed = true
-                printError("\(file): \(error.code.rawValue): \(error.message)")
+                Console.failure(file, code: error.code.rawValue, message: error.message)
             }
             done += 1
         }
         if let signal = interruption.signal {
-            printError("process: interrupted: \(done) of \(files.count) file(s) done; \(files.count - done) not started")
+            Console.say("process: interrupted: \(done) of \(files.count) file(s) done; \(files.count - done) not started", event: "interrupted",
+                        level: .warning, metadata: ["snap.done": "\(done)", "snap.not_started": "\(files.count - done)"])
             throw ExitCode(128 + signal)
         }
         if failed { throw ExitCode(1) }

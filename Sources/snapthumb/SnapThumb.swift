@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SnapThumbCore
 import VipsKit
 
 /// The `snapthumb` command.
@@ -21,13 +22,17 @@ struct SnapThumb: ParsableCommand {
 
         Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, unreadable, io, conflict, timeout, poison, internal, store (a bucket store failed after retries: run again).
 
+        Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); see README.
+
         Examples:
           snapthumb process snap.jpg --store ./store
           snapthumb backfill ./uploads --store ./store --report failures.json
           snapthumb verify ./store
           snapthumb watch /srv/uploads --store ./store
         """,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self, WorkerCommand.self]
+        version: SnapThumbVersion.current,
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self,
+                      ConfigCommand.self, VersionCommand.self, WorkerCommand.self]
     )
 }
 
@@ -36,22 +41,31 @@ enum Main {
     static func main() async {
         // Every command may process images for hours (watch, worker, backfill): keep RSS flat.
         POSIX.fixMallocMmapThreshold()
+        var parsed: (any ParsableCommand.Type)?
         do {
             var command = try SnapThumb.parseAsRoot()
+            parsed = type(of: command)
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
                 try command.run()
             }
         } catch {
-            exit(handle(error))
+            exit(handle(error, command: parsed))
         }
         exit(0)
     }
 
     /// Maps errors to the documented exit codes: usage errors are 2, not ArgumentParser's 64.
-    static func handle(_ error: any Error) -> Int32 {
+    /// A setting refused after parsing (environment, config file, value ranges) prints its sentence and
+    /// where to look, not the root command's usage line.
+    static func handle(_ error: any Error, command: (any ParsableCommand.Type)? = nil) -> Int32 {
         if let code = error as? ExitCode { return code.rawValue }
+        if let error = error as? ValidationError, let command {
+            let name = command.configuration.commandName.map { "snapthumb \($0)" } ?? "snapthumb"
+            printError("Error: \(error.message)\nSee '\(name) --help' for what is allowed.")
+            return 2
+        }
         let code = SnapThumb.exitCode(for: error)
         let message = SnapThumb.fullMessage(for: error)
         if code == .success {

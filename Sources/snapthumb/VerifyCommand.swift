@@ -16,32 +16,39 @@ struct VerifyCommand: ParsableCommand {
 
     func validate() throws { try StoreArgument.validate(store) }
 
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
+
     func run() throws {
+        try logging.bootstrap()
         let problems: [String], blobs: Int, manifests: Int
         var warnings: [String] = []
         if S3Configuration.isS3URL(store) {
             guard let bucket = try StoreArgument.open(store) as? S3Store else { throw ExitCode(2) }
             let result: S3Verifier.Result
             do { result = try S3Verifier.verify(bucket) } catch let error as SnapError {
-                printError("\(store): \(error.code.rawValue): \(error.message)")
+                Console.failure(store, code: error.code.rawValue, message: error.message)
                 throw ExitCode(1)
             }
-            for orphan in result.orphans { printError("orphan: \(orphan) (no manifest names it; harmless)") }
+            for orphan in result.orphans {
+                Console.say("orphan: \(orphan) (no manifest names it; harmless)", event: "orphan", level: .warning, metadata: ["snap.object": "\(orphan)"])
+            }
             (problems, blobs, manifests) = (result.problems, result.blobs, result.manifests)
         } else {
             let report: StoreVerifier.Report
             do { report = try StoreVerifier.verify(root: store) } catch let error as SnapError {
-                printError("\(store): \(error.code.rawValue): \(error.message)")
+                Console.failure(store, code: error.code.rawValue, message: error.message)
                 throw ExitCode(1)
             }
             (problems, blobs, manifests) = (report.problems, report.blobs, report.manifests)
             warnings = report.warnings
         }
         for problem in problems { printOut(problem) }
-        for warning in warnings { printError("warning: \(warning)") }
+        for warning in warnings { Console.say("warning: \(warning)", event: "warning", level: .warning, metadata: ["snap.warning": "\(warning)"]) }
         var verdict = problems.isEmpty ? "ok" : "\(problems.count) problem(s)"
         if !warnings.isEmpty { verdict += ", \(warnings.count) warning(s)" }
-        printError("verify: \(blobs) blobs, \(manifests) manifests: \(verdict)")
+        Console.say("verify: \(blobs) blobs, \(manifests) manifests: \(verdict)", event: "verify finished", metadata: [
+            "snap.blobs": "\(blobs)", "snap.manifests": "\(manifests)", "snap.problems": "\(problems.count)", "snap.warnings": "\(warnings.count)"])
         if !problems.isEmpty { throw ExitCode(1) }
     }
 }

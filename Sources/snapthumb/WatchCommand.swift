@@ -23,10 +23,10 @@ struct WatchCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Upload directory (incoming/, processing/, done/, failed/ are created in it).", valueName: "upload-dir"))
     var uploadDirectory: String
 
-    @Option(name: .long, help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
+    @Option(name: [.customShort("s"), .long], help: ArgumentHelp(StoreArgument.help, valueName: "dir|s3-url"))
     var store: String?
 
-    @Option(name: .long, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
+    @Option(name: [.customShort("j"), .long], parsing: .unconditional, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
     var jobs: String?
 
     @Option(name: .long, help: ArgumentHelp("This worker's name in processing/. [default: <host>.<pid>]", valueName: "id"))
@@ -71,11 +71,11 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How often the metrics file is rewritten. [default: 5s]", valueName: "duration"))
     var metricsInterval: String?
 
-    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info]", valueName: "level"))
-    var logLevel: String?
-
     @Option(name: .long, help: ArgumentHelp("Upload names held in memory at once, whatever the backlog. [default: 4096]", valueName: "n"))
     var queueCapacity: String?
+
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
 
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
@@ -88,49 +88,52 @@ struct WatchCommand: AsyncParsableCommand {
             ("poll-interval", pollInterval), ("settle", settle), ("rescan-interval", rescanInterval),
             ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("lease-timeout", leaseTimeout),
             ("max-attempts", maxAttempts), ("after-success", afterSuccess), ("done-retention", doneRetention),
-            ("metrics-file", metricsFile), ("metrics-interval", metricsInterval), ("log-level", logLevel),
+            ("metrics-file", metricsFile), ("metrics-interval", metricsInterval), ("log-level", logging.levelFlag), ("log-format", logging.logFormat),
             ("queue-capacity", queueCapacity),
         ]
         for case let (name, value?) in given { flags[name] = value }
-        let environment = ProcessInfo.processInfo.environment
-        let configPath = pipelineOptions.config ?? environment["SNAPTHUMB_CONFIG"]
+        let config = try Self.configuration(uploadDirectory: uploadDirectory, flags: flags, layers: try pipelineOptions.layers())
+        do { try config.checkPaths() } catch let error as WatchConfigError { throw ValidationError(error.description) }
+        try StoreArgument.validate(config.store)
+        return config
+    }
+
+    /// The watch settings from flags, SNAPTHUMB_* variables, the config file's "watch" section
+    /// (plus store.path and the "log" section) and the defaults.
+    static func configuration(uploadDirectory: String, flags: [String: String], layers: ConfigLayers) throws -> WatchConfiguration {
         var file: (path: String, values: [String: String])?
-        if let configPath {
-            let data = try PipelineOptions.readConfig(configPath)
-            let document: ConfigDocument
-            do { document = try JSONDecoder().decode(ConfigDocument.self, from: data) } catch {
-                throw ValidationError("config file \(configPath): \"watch\" must be an object of settings whose values are strings, numbers or booleans")
-            }
-            if let watch = document.watch { file = (configPath, watch.mapValues(\.text)) }
+        if let config = layers.file {
+            var values = config.sections["watch"] ?? [:]
+            if let format = config.sections["log"]?["format"], values["logFormat"] == nil { values["logFormat"] = format }
+            if let level = config.sections["log"]?["level"], values["logLevel"] == nil { values["logLevel"] = level }
+            file = (config.path, values)
         }
-        let resolved: WatchConfiguration
         do {
-            resolved = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: environment, file: file)
-            try resolved.checkPaths()
+            var c = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: layers.environment,
+                                                   file: file, storeInFile: layers.file?.sections["store"]?["path"])
+            if let config = layers.file {
+                for (key, name) in [("logFormat", "format"), ("logLevel", "level")]
+                where config.sections["watch"]?[key] == nil && c.sources[key]?.hasPrefix("watch.\(key) in") == true {
+                    c.sources[key] = "log.\(name) in \(config.path)"
+                }
+            }
+            return c
         } catch let error as WatchConfigError {
             throw ValidationError(error.description)
         }
-        try StoreArgument.validate(resolved.store)
-        return resolved
     }
 
     func run() async throws {
         let config = try watchConfiguration()
-        var settingsOptions = pipelineOptions
-        if settingsOptions.config == nil { settingsOptions.config = ProcessInfo.processInfo.environment["SNAPTHUMB_CONFIG"] }
-        let pipeline = try settingsOptions.pipeline()
+        let pipeline = try pipelineOptions.pipeline()
 
-        let level = config.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        Console.configure(format: config.logFormat, level: config.logLevel)
         let logger = Logger(label: "snapthumb.watch")
         let registry = WatchService.bootstrapMetrics()
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
         let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict, logger: logger)
-        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store)
+        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
+                                   notifier: ServiceNotifier(environment: ProcessInfo.processInfo.environment))
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -139,24 +142,8 @@ struct WatchCommand: AsyncParsableCommand {
             printError("watch: \(error.description)")
             throw ExitCode(1)
         } catch {
-            printError("watch: \(error)")
+            printError("watch: \(describe(error))")
             throw ExitCode(1)
-        }
-    }
-}
-
-/// The part of the config file `watch` reads: its "watch" object of scalar settings.
-private struct ConfigDocument: Decodable {
-    var watch: [String: Scalar]?
-
-    struct Scalar: Decodable {
-        var text: String
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.singleValueContainer()
-            if let b = try? c.decode(Bool.self) { text = b ? "true" : "false" }
-            else if let i = try? c.decode(Int.self) { text = String(i) }
-            else if let d = try? c.decode(Double.self) { text = String(d) }
-            else { text = try c.decode(String.self) }
         }
     }
 }

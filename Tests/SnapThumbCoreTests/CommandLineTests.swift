@@ -61,7 +61,7 @@ struct CommandLineTests {
         defer { Fixtures.remove(store) }
         let cases: [([String], String)] = [
             (["process", "x.jpg", "--store", store, "--colours", "999"], "2–256"),
-            (["process", "x.jpg", "--store", store, "--crop", "middle"], "centre, attention"),
+            (["process", "x.jpg", "--store", store, "--crop", "middle"], "centre (or center) or attention"),
             (["process", "x.jpg", "--store", store, "--background", "navy"], "#RRGGBB"),
             (["backfill", store, "--store", store, "--jobs", "0"], "at least 1"),
             (["process", "--store", store], "Missing expected argument"),

@@ -157,6 +157,10 @@ int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *o
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
 
+/* Versions for `snapthumb version`: libexif (as built against) and libjpeg(-turbo). */
+const char *snap_exif_version(void);
+const char *snap_jpeg_version(void);
+
 /* mallopt(M_MMAP_THRESHOLD): a fixed threshold also stops glibc raising it. */
 void snap_fix_mmap_threshold(int bytes);
 
