@@ -33,8 +33,11 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
     var qualityMin: Int?
 
-    @Option(name: .long, help: ArgumentHelp("Highest JPEG quality tried. [default: 90]", valueName: "q"))
+    @Option(name: .long, help: ArgumentHelp("Highest JPEG quality tried. [default: 100]", valueName: "q"))
     var qualityMax: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Chroma subsampling of the square JPEG: 444 (full) or 420 (halved). [default: 444]", valueName: "444|420"))
+    var chroma: String?
 
     @Option(name: .long, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
     var grid: Int?
@@ -115,6 +118,12 @@ struct PipelineOptions: ParsableArguments {
         }
         if let qualityMin { settings.square.qualityMin = qualityMin }
         if let qualityMax { settings.square.qualityMax = qualityMax }
+        if let chroma {
+            guard let value = JPEG.Chroma(rawValue: chroma) else {
+                throw ValidationError("--chroma must be 444 or 420 (got '\(chroma)')")
+            }
+            settings.square.chroma = value
+        }
         if let grid { settings.pixel.grid = grid }
         if let colours { settings.pixel.colours = colours }
         if let palette {
