@@ -84,7 +84,7 @@ public struct Variant: Sendable, Equatable, Codable {
 /// version and the library versions. Equal digests mean equal outputs for equal input.
 public struct Recipe: Sendable, Equatable, Codable {
     /// Bump when the pipeline changes its output for the same settings.
-    public static let pipelineVersion = 2
+    public static let pipelineVersion = 3
 
     public var digest: String
     public var version: Int
@@ -124,7 +124,7 @@ public struct Recipe: Sendable, Equatable, Codable {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax }
+    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax, chroma }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         try c.encode(size, forKey: .size)
@@ -132,6 +132,7 @@ extension Settings.SquareSettings {
         try c.encode(budget, forKey: .budget)
         try c.encode(qualityMin, forKey: .qualityMin)
         try c.encode(qualityMax, forKey: .qualityMax)
+        try c.encode(chroma.rawValue, forKey: .chroma)
     }
 }
 

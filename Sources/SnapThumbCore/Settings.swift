@@ -75,7 +75,12 @@ public struct Settings: Sendable, Equatable, Codable {
         public var budget: Int? = 4096
         /// The quality search range; below `qualityMin` the variant is marked degraded.
         public var qualityMin = 40
-        public var qualityMax = 90
+        /// 100: at 100 px a budget of a few KB is usually reached between 85 and
+        /// 100, and stopping at 90 left a fifth of the budget unused.
+        public var qualityMax = 100
+        /// Chroma subsampling: 4:4:4 scores higher than 4:2:0 at equal bytes on
+        /// 100 px squares (README: Quality per byte).
+        public var chroma: JPEG.Chroma = .c444
         public init() {}
     }
 
@@ -132,7 +137,7 @@ extension Settings.Limits {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax }
+    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax, chroma }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
         try rejectUnknownKeys(decoder, Keys.self, in: "square")
@@ -148,6 +153,12 @@ extension Settings.SquareSettings {
         if c.contains(.budget) { budget = try c.decodeIfPresent(Int.self, forKey: .budget) }
         qualityMin = try c.decodeIfPresent(Int.self, forKey: .qualityMin) ?? qualityMin
         qualityMax = try c.decodeIfPresent(Int.self, forKey: .qualityMax) ?? qualityMax
+        if let text = try c.decodeIfPresent(String.self, forKey: .chroma) {
+            guard let value = JPEG.Chroma(rawValue: text) else {
+                throw SnapError(.config, "square.chroma must be \"444\" or \"420\" (got \"\(text)\")")
+            }
+            chroma = value
+        }
     }
 }
 

@@ -80,13 +80,23 @@ public enum Zlib {
 
 /// libjpeg, for encoding small thumbnails without a libvips pipeline per encode.
 public enum JPEG {
+    /// Chroma subsampling.
+    public enum Chroma: String, Sendable, Codable, CaseIterable {
+        /// Full-resolution chroma.
+        case c444 = "444"
+        /// Chroma halved in both directions.
+        case c420 = "420"
+    }
+
     /// A baseline JPEG of packed 8-bit RGB with no metadata markers at all.
-    public static func encode(rgb: [UInt8], width: Int, height: Int, quality: Int, optimizeCoding: Bool = true) throws -> [UInt8] {
+    public static func encode(rgb: [UInt8], width: Int, height: Int, quality: Int, chroma: Chroma = .c444,
+                              optimizeCoding: Bool = true) throws -> [UInt8] {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = rgb.withUnsafeBufferPointer {
-            snap_jpeg_encode_rgb($0.baseAddress, Int32(width), Int32(height), Int32(quality), optimizeCoding ? 1 : 0, &out, &length)
+            snap_jpeg_encode_rgb($0.baseAddress, Int32(width), Int32(height), Int32(quality), optimizeCoding ? 1 : 0,
+                                 chroma == .c420 ? 2 : 1, &out, &length)
         }
         guard status == 0, let out else { throw VipsError(operation: "jpeg_encode", message: "libjpeg could not encode \(width)×\(height)") }
         defer { snap_free(out) }
@@ -96,9 +106,10 @@ public enum JPEG {
 
 /// Resampling small images without a libvips pipeline.
 public enum Resample {
-    /// The centre `side`×`side` square of packed 8-bit RGB, scaled to fill (Lanczos3)
-    /// and cropped: what `VImage.thumbnail(… crop: .centre)` makes, for a fraction of
-    /// its cost on the ~135×180 images SnapThumb decodes snaps to.
+    /// The exact centre `side`×`side` square of packed 8-bit RGB, scaled to fill
+    /// (Lanczos3): `VImage.thumbnail(… crop: .centre)` without its rounding of the
+    /// crop to whole pixels, for a fraction of its cost on the ~270×360 images
+    /// SnapThumb decodes snaps to.
     public static func squareCentre(rgb: [UInt8], width: Int, height: Int, side: Int) throws -> [UInt8] {
         precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
         var out = [UInt8](repeating: 0, count: side * side * 3)

@@ -34,8 +34,11 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
     var qualityMin: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Highest JPEG quality tried. [default: 90]", valueName: "q"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Highest JPEG quality tried. [default: 100]", valueName: "q"))
     var qualityMax: String?
+
+    @Option(name: .long, help: ArgumentHelp("Chroma subsampling of the square JPEG: 444 (full) or 420 (halved). [default: 444]", valueName: "444|420"))
+    var chroma: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
     var grid: String?
@@ -122,6 +125,12 @@ struct PipelineOptions: ParsableArguments {
             }, show: { $0.onConflict.rawValue }),
             Entry(flag: "quality-min", key: "square.qualityMin", given: qualityMin, apply: count(1) { $0.square.qualityMin = $1 }, show: { "\($0.square.qualityMin)" }),
             Entry(flag: "quality-max", key: "square.qualityMax", given: qualityMax, apply: count(1) { $0.square.qualityMax = $1 }, show: { "\($0.square.qualityMax)" }),
+            Entry(flag: "chroma", key: "square.chroma", given: chroma, apply: { settings, text, source in
+                guard let value = JPEG.Chroma(rawValue: text) else {
+                    throw SnapError(.config, "\(source) must be 444 or 420 (got '\(text)')")
+                }
+                settings.square.chroma = value
+            }, show: { $0.square.chroma.rawValue }),
             Entry(flag: "grid", key: "pixel.grid", given: grid, apply: count(1) { $0.pixel.grid = $1 }, show: { "\($0.pixel.grid)" }),
             Entry(flag: "colours", key: "pixel.colours", given: colours, apply: count(1) { $0.pixel.colours = $1 }, show: { "\($0.pixel.colours)" }),
             Entry(flag: "palette", key: "pixel.palette", given: palette, apply: { settings, text, source in

@@ -117,6 +117,7 @@ struct InputTests {
         }
         settings = Settings()
         settings.square.qualityMin = 95
+        settings.square.qualityMax = 90
         #expect(throws: SnapError.self) { try settings.validate() }
     }
 

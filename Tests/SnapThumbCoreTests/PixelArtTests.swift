@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import SnapThumbCore
+@_spi(Benchmarks) @testable import SnapThumbCore
 import VipsKit
 
 @Suite("Pixel art")
@@ -110,5 +110,29 @@ struct CropTests {
         // The middle of the image is flat grey; the detail is far to the right.
         #expect(centre.means.allSatisfy { abs($0 - 40) < 6 }, "centre \(centre.means)")
         #expect(attention.means[0] > 120, "attention \(attention.means)")
+    }
+}
+
+@Suite("Pixel-art PNG size")
+struct PalettePNGSizeTests {
+    @Test("each PNG uses the filter plan and zlib strategy that make its kind smallest on sample photos")
+    func chosenPlansAreSmaller() throws {
+        let settings = Settings()
+        _ = try Pipeline(settings: settings)
+        var chosen = (grid: 0, large: 0), previous = (grid: 0, large: 0)
+        for file in ["snaps/phone-portrait.jpg", "snaps/display-p3.jpg", "snaps/landscape.webp", "snaps/iphone.heic", "snaps/gps-tagged.jpg"] {
+            var snap = Snap(source: SourceBuffer(try Fixtures.bytes(Fixtures.sample(file))), settings: settings)
+            try Pipeline.run(BenchmarkSupport.stage(through: "square"), on: &snap)
+            let rgb = boxShrink(rgb: snap.square, side: 100, factor: 4)
+            let image = try Quantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, palette: .adaptive, dither: false)
+            let large = image.scaled(by: 4)
+            chosen.grid += try PalettePNG.encode(image).count
+            chosen.large += try PalettePNG.encode(large, enlarged: true).count
+            // The single plan used before: adaptive filters, zlib's default strategy.
+            previous.grid += try PalettePNG.encode(image, plans: [.adaptive], strategies: [.default], level: 8).count
+            previous.large += try PalettePNG.encode(large, plans: [.adaptive], strategies: [.default], level: 8).count
+        }
+        #expect(chosen.grid < previous.grid, "pixel25 \(chosen.grid) B against \(previous.grid) B")
+        #expect(chosen.large < previous.large, "pixel100 \(chosen.large) B against \(previous.large) B")
     }
 }

@@ -87,9 +87,10 @@ int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
 int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace);
 /* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
  * pipeline per encode (a budget search encodes several times), no markers
- * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). Always 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
+ * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). subsample: 1 for 4:4:4,
+ * 2 for 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
 int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
-                         int optimize_coding, unsigned char **out, size_t *out_len);
+                         int optimize_coding, int subsample, unsigned char **out, size_t *out_len);
 
 /* Uncompressed pixels, row-major (caller frees with snap_free). */
 int snap_write_memory(VipsImage *in, void **buf, size_t *len);
@@ -131,9 +132,9 @@ int snap_exif_orientation(const void *exif, size_t len);
 /* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
 void snap_sha256(const void *data, size_t len, unsigned char out[32]);
 
-/* The centre side×side square of packed 8-bit RGB (width×height), scaled to fill
- * (Lanczos3, widened when shrinking) then cropped, as vips_thumbnail_image's
- * centre crop does, without a libvips pipeline: that costs more than the pixels
+/* The exact centre side×side square of packed 8-bit RGB (width×height), scaled
+ * to fill (Lanczos3, widened when shrinking), like vips_thumbnail_image's centre
+ * crop but without rounding the crop to whole pixels, and without a libvips pipeline: that costs more than the pixels
  * on a 135×180 image. Returns 0, or -1 when memory runs out. */
 int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
 

@@ -38,7 +38,7 @@ enum PixelArtStep {
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
                 let gridPNG = try PalettePNG.encode(image, effort: effort)
-                let largePNG = try PalettePNG.encode(large, effort: effort)
+                let largePNG = try PalettePNG.encode(large, effort: effort, enlarged: settings.scale > 1)
                 encodes.grid += 1
                 encodes.large += 1
                 last = (gridPNG.count, largePNG.count)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Quality per byte of square100 (see quality.py): prepares the tools and the
+# venv (Scripts/setup-quality.sh), builds snapthumb, and scores it on photos.
+#
+# Usage: Benchmarks/quality/run.sh [--count N] [--baseline LABEL=PATH] [PHOTO...]
+#   Without photos: the first N (default 40) of .corpus/snaps (Scripts/make-corpus.sh).
+#   Any other option is passed to quality.py (--budgets, --tsv, --extra, --side).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+COUNT=40
+args=() photos=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --count) COUNT="$2"; shift 2 ;;
+    --*) args+=("$1" "$2"); shift 2 ;;
+    *) photos+=("$1"); shift ;;
+  esac
+done
+"$REPO/Scripts/setup-quality.sh"
+(cd "$REPO" && swift build -c release --product snapthumb >&2)
+BIN="$(cd "$REPO" && swift build -c release --show-bin-path)/snapthumb"
+if [[ ${#photos[@]} -eq 0 ]]; then
+  [[ -d "$REPO/.corpus/snaps" ]] || "$REPO/Scripts/make-corpus.sh" >&2
+  mapfile -t photos < <(ls "$REPO/.corpus/snaps"/*.jpg | sort | head -n "$COUNT")
+fi
+exec "$REPO/Benchmarks/quality/.venv/bin/python" "$REPO/Benchmarks/quality/quality.py" \
+  --snapthumb "$BIN" "${args[@]}" "${photos[@]}"
