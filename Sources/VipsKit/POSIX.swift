@@ -303,3 +303,15 @@ extension POSIX {
         return Int(size.ws_col)
     }
 }
+
+/// File-system calls Swift's Glibc module does not export.
+public enum FileSystem {
+    /// Flushes every dirty page and inode of the filesystem holding `path`.
+    /// Returns 0, or an errno value.
+    public static func syncfs(_ path: String) -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        return snap_syncfs(fd) == 0 ? 0 : errno
+    }
+}

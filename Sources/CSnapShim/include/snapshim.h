@@ -16,9 +16,10 @@
 
 #include <vips/vips.h>
 
+/* ==== libvips and GLib (vips.c): opened with dlopen on first need ==== */
+
 /* The shared object opened at the first snap_init (libvips is not linked). */
 #define SNAP_VIPS_SONAME "libvips.so.42"
-
 /* Open and start libvips once per process: operation cache off (memory stays
  * flat), every loader blocked except JPEG, PNG, WebP, HEIF/AVIF and GIF. No other
  * libvips function may be called before it has succeeded. */
@@ -29,7 +30,6 @@ const char *snap_vips_version(void);
  * unless `verbose` is set: they cannot be tied to one job in a shared process). */
 void snap_set_warnings_verbose(int verbose);
 unsigned long snap_warning_count(void);
-
 /* The libvips error buffer is process-global: copy-and-clear in one step.
  * Returns a malloc'd string (free with snap_free) or NULL when empty. */
 char *snap_error_take(void);
@@ -37,7 +37,6 @@ void snap_free(void *p);
 void snap_unref(VipsImage *image);
 /* Frees memory that libvips allocated (vips_jpegsave_buffer's output). */
 void snap_g_free(void *p);
-
 /* Header fields (VipsBandFormat and VipsInterpretation as int). */
 int snap_image_width(VipsImage *image);
 int snap_image_height(VipsImage *image);
@@ -45,14 +44,12 @@ int snap_image_bands(VipsImage *image);
 int snap_image_has_alpha(VipsImage *image);
 int snap_image_format(VipsImage *image);
 int snap_image_interpretation(VipsImage *image);
-
 /* Name of the loader libvips would pick for these bytes (e.g. "jpegload_buffer"),
  * or NULL. */
 const char *snap_find_loader(const void *buf, size_t len);
 /* vips_image_new_from_buffer with an option string ("shrink=8,fail_on=warning"). */
 int snap_load(const void *buf, size_t len, const char *options, VipsImage **out);
 int snap_copy_memory(VipsImage *in, VipsImage **out);
-
 /* Metadata helpers (the getters are functions in libvips, but these fold the
  * "is the field there" check in). */
 int snap_get_blob(VipsImage *in, const char *name, const void **data, size_t *len);
@@ -60,7 +57,6 @@ int snap_get_int(VipsImage *in, const char *name, int *value);
 /* Copy of `in` with an ICC profile attached (HEIC: the decoded image's own
  * profile blob is unreliable in 8.14.1, so the header's copy is attached). */
 int snap_with_profile(VipsImage *in, const void *profile, size_t len, VipsImage **out);
-
 /* Orientation and geometry. */
 int snap_rot(VipsImage *in, VipsImage **out, int degrees);
 int snap_flip_horizontal(VipsImage *in, VipsImage **out);
@@ -70,7 +66,6 @@ int snap_shrink(VipsImage *in, VipsImage **out, double hshrink, double vshrink);
  * given VipsInteresting crop. The input must already be sRGB without profile. */
 int snap_thumbnail_image(VipsImage *in, VipsImage **out, int width, int height, int crop);
 int snap_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height);
-
 /* Colour. */
 int snap_icc_to_srgb(VipsImage *in, VipsImage **out, const char *input_profile, int embedded);
 int snap_colourspace_srgb(VipsImage *in, VipsImage **out);
@@ -82,18 +77,14 @@ int snap_premultiply(VipsImage *in, VipsImage **out);
 int snap_unpremultiply(VipsImage *in, VipsImage **out);
 int snap_extract_bands(VipsImage *in, VipsImage **out, int band, int n);
 int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out);
-
+/* An 8-bit image from packed pixels (copied): sRGB, B_W (1 band) or CMYK. */
+int snap_from_memory(const void *pixels, int width, int height, int bands, int cmyk, VipsImage **out);
+/* Cancel the computation of an image from another thread. */
+void snap_kill(VipsImage *image);
 /* Encode a stripped JPEG (progressive if interlace). subsample: VipsForeignSubsample. */
 int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace);
-/* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
- * pipeline per encode (a budget search encodes several times), no markers
- * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). subsample: 1 for 4:4:4,
- * 2 for 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
-int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
-                         int optimize_coding, int subsample, unsigned char **out, size_t *out_len);
 
-/* Uncompressed pixels, row-major (caller frees with snap_free). */
-int snap_write_memory(VipsImage *in, void **buf, size_t *len);
+/* ==== libjpeg decoding (jpeg_decode.c) ==== */
 
 /* JPEG decoding straight with libjpeg, for the formats' common case: the
  * same scaled decode as libvips' jpegload shrink (byte-identical output,
@@ -119,29 +110,28 @@ const char *snap_jpeg_message_text(snap_jpeg *j);
 /* From any thread: the decode stops at its next row band with "killed". */
 void snap_jpeg_kill(snap_jpeg *j);
 void snap_jpeg_close(snap_jpeg *j);
-/* An 8-bit image from packed pixels (copied): sRGB, B_W (1 band) or CMYK. */
-int snap_from_memory(const void *pixels, int width, int height, int bands, int cmyk, VipsImage **out);
 
-/* Cancel the computation of an image from another thread. */
-void snap_kill(VipsImage *image);
+/* ==== libjpeg encoding (jpeg_encode.c) ==== */
+
+/* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
+ * pipeline per encode (a budget search encodes several times), no markers
+ * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). subsample: 1 for 4:4:4,
+ * 2 for 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
+int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
+                         int optimize_coding, int subsample, unsigned char **out, size_t *out_len);
+/* Uncompressed pixels, row-major (caller frees with snap_free). */
+int snap_write_memory(VipsImage *in, void **buf, size_t *len);
+const char *snap_jpeg_version(void);
+
+/* ==== libexif (exif.c) ==== */
 
 /* libexif: orientation tag of an EXIF blob (with or without the "Exif\0\0"
  * header), 0 when absent or unreadable. Mandatory tags are not invented. */
 int snap_exif_orientation(const void *exif, size_t len);
+/* Versions for `snapthumb version`: libexif (as built against) and libjpeg(-turbo). */
+const char *snap_exif_version(void);
 
-/* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
-void snap_sha256(const void *data, size_t len, unsigned char out[32]);
-
-/* The exact centre side×side square of packed 8-bit RGB (width×height), scaled
- * to fill (Lanczos3, widened when shrinking), like vips_thumbnail_image's centre
- * crop but without rounding the crop to whole pixels, and without a libvips pipeline: that costs more than the pixels
- * on a 135×180 image. Returns 0, or -1 when memory runs out. */
-int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
-
-/* Packed 8-bit RGB turned upright: rotated clockwise by rotate (0, 90, 180 or
- * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
- * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */
-void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
+/* ==== libimagequant (imagequant.c) ==== */
 
 /* libimagequant: an adaptive palette of at most max_colours for packed RGBA
  * pixels. Writes RGBA entries to palette (256*4 bytes) and the count.
@@ -151,6 +141,8 @@ int snap_quantize_palette(const unsigned char *rgba, int width, int height, int 
                           int speed, unsigned char *palette, int *count);
 const char *snap_liq_version(void);
 
+/* ==== zlib (zlib.c) ==== */
+
 /* zlib. */
 unsigned long snap_crc32(unsigned long crc, const void *data, size_t len);
 /* Deflate into out (capacity *out_len, set to the size written); 0 or -1. */
@@ -158,13 +150,32 @@ int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *o
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
 
-/* Versions for `snapthumb version`: libexif (as built against) and libjpeg(-turbo). */
-const char *snap_exif_version(void);
-const char *snap_jpeg_version(void);
+/* ==== OpenSSL digests (digest.c): content addresses, request signing, checksum headers ==== */
+
+/* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
+void snap_sha256(const void *data, size_t len, unsigned char out[32]);
+/* HMAC-SHA256 of data under key. */
+void snap_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char out[32]);
+
+/* MD5 of data (only for Content-MD5 headers, never for addressing). */
+void snap_md5(const void *data, size_t len, unsigned char out[16]);
+
+/* ==== Resampling packed RGB (resample.c) ==== */
+
+/* The exact centre side×side square of packed 8-bit RGB (width×height), scaled
+ * to fill (Lanczos3, widened when shrinking), like vips_thumbnail_image's centre
+ * crop but without rounding the crop to whole pixels, and without a libvips pipeline: that costs more than the pixels
+ * on a 135×180 image. Returns 0, or -1 when memory runs out. */
+int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
+/* Packed 8-bit RGB turned upright: rotated clockwise by rotate (0, 90, 180 or
+ * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
+ * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */
+void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
+
+/* ==== The process (process.c) ==== */
 
 /* mallopt(M_MMAP_THRESHOLD): a fixed threshold also stops glibc raising it. */
 void snap_fix_mmap_threshold(int bytes);
-
 /* Ask the kernel to SIGKILL this process when its parent dies (prctl
  * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
 int snap_die_with_parent(void);
@@ -174,10 +185,8 @@ int snap_die_with_parent(void);
 int snap_rename_noreplace(const char *from, const char *to);
 /* Makes the kernel's OOM killer pick this process first (oom_score_adj 1000). */
 void snap_oom_first(void);
-
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
 int snap_syncfs(int fd);
-
 /* sched_getaffinity / sched_setaffinity(2) for one thread (tid 0: the caller),
  * with the CPU set as a plain array of `count` flags (cpu_set_t is built by macros
  * that Swift does not import). get returns the number of CPUs written, or -1;

@@ -1,0 +1,220 @@
+/* libjpeg: scaled decoding (the same as libvips' jpegload, without its pipeline). */
+#define _GNU_SOURCE 1
+#include "snapshim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <setjmp.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+/* ---- JPEG decoding straight with libjpeg ----
+ * The same library, scale factor and defaults as libvips' jpegload with
+ * shrink (its output is byte-identical, cropped the same way), without a
+ * libvips pipeline and its thread hand-offs around the decoder. */
+
+struct snap_jpeg {
+	struct jpeg_decompress_struct cinfo;
+	struct jpeg_error_mgr pub;
+	struct jpeg_progress_mgr progress;
+	jmp_buf jump;
+	int fail_on;                 /* VipsFailOn: 0 none, 1 truncated, 2 error, 3 warning */
+	volatile int killed;
+	char message[JMSG_LENGTH_MAX + 32];
+	const unsigned char *exif;   /* into libjpeg's saved markers */
+	size_t exif_len;
+	unsigned char *icc;          /* assembled from APP2 chunks (malloc) */
+	size_t icc_len;
+};
+
+static void
+snap_jpeg_fail(j_common_ptr cinfo)
+{
+	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
+	(*cinfo->err->format_message)(cinfo, j->message);
+	longjmp(j->jump, 1);
+}
+
+/* Warnings (level -1) decide by fail_on, as libvips does: truncation fails at
+ * "truncated" and above, any other warning at "warning"; a hundred warnings
+ * always fail (a corrupt file can otherwise warn for every block). */
+static void
+snap_jpeg_message(j_common_ptr cinfo, int level)
+{
+	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
+	if (level >= 0)
+		return;
+	long count = ++cinfo->err->num_warnings;
+	int truncated = cinfo->err->msg_code == JWRN_JPEG_EOF;
+	if ((truncated && j->fail_on >= 1) || j->fail_on >= 3 || count >= 100)
+		snap_jpeg_fail(cinfo);
+}
+
+/* Fails the current call (open or decode) with `message`. */
+static void __attribute__((noreturn))
+snap_jpeg_stop(struct snap_jpeg *j, const char *message)
+{
+	snprintf(j->message, sizeof(j->message), "%s", message);
+	longjmp(j->jump, 1);
+}
+
+/* More scans than any encoder writes: a progressive file built to make the
+ * decoder re-read its coefficients over and over (a scan bomb). */
+#define SNAP_JPEG_MAX_SCANS 256
+#define SNAP_STR2(x) #x
+#define SNAP_STR(x) SNAP_STR2(x)
+
+/* Called by libjpeg while it works, also inside jpeg_start_decompress, where a
+ * progressive file reads all its scans before the first row comes out: the kill
+ * flag and the scan limit are checked there too. */
+static void
+snap_jpeg_progress(j_common_ptr cinfo)
+{
+	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
+	if (__atomic_load_n(&j->killed, __ATOMIC_RELAXED))
+		snap_jpeg_stop(j, "killed");
+	if (j->cinfo.input_scan_number > SNAP_JPEG_MAX_SCANS)
+		snap_jpeg_stop(j, "more than " SNAP_STR(SNAP_JPEG_MAX_SCANS) " scans (a progressive JPEG built to stall decoders)");
+}
+
+/* The ICC profile is split over APP2 "ICC_PROFILE\0" markers numbered from 1:
+ * join the run that starts at 1 (as libvips does, missing chunks end it). */
+static void
+snap_jpeg_collect(struct snap_jpeg *j)
+{
+	enum { MAX_CHUNKS = 256 };
+	const unsigned char *chunk[MAX_CHUNKS] = { 0 };
+	size_t length[MAX_CHUNKS] = { 0 };
+	for (jpeg_saved_marker_ptr m = j->cinfo.marker_list; m; m = m->next) {
+		if (m->marker == JPEG_APP0 + 1 && !j->exif && m->data_length > 4 &&
+			memcmp(m->data, "Exif", 4) == 0) {
+			j->exif = m->data;
+			j->exif_len = m->data_length;
+		}
+		else if (m->marker == JPEG_APP0 + 2 && m->data_length > 14 &&
+			memcmp(m->data, "ICC_PROFILE", 12) == 0) {
+			int seq = m->data[12];
+			if (seq >= 1 && seq <= MAX_CHUNKS && !chunk[seq - 1]) {
+				chunk[seq - 1] = m->data + 14;
+				length[seq - 1] = m->data_length - 14;
+			}
+		}
+	}
+	size_t total = 0;
+	int n = 0;
+	while (n < MAX_CHUNKS && chunk[n])
+		total += length[n++];
+	if (total == 0 || !(j->icc = malloc(total)))
+		return;
+	for (int i = 0, at = 0; i < n; at += length[i], i++)
+		memcpy(j->icc + at, chunk[i], length[i]);
+	j->icc_len = total;
+}
+
+int
+snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, snap_jpeg_info *info)
+{
+	struct snap_jpeg *j = calloc(1, sizeof(*j));
+	*out = j;
+	if (!j)
+		return -1;
+	j->fail_on = fail_on;
+	j->cinfo.err = jpeg_std_error(&j->pub);
+	j->pub.error_exit = snap_jpeg_fail;
+	j->pub.emit_message = snap_jpeg_message;
+	j->cinfo.client_data = j;
+	if (setjmp(j->jump))
+		return -1;
+	jpeg_create_decompress(&j->cinfo);
+	j->progress.progress_monitor = snap_jpeg_progress;
+	j->cinfo.progress = &j->progress;
+	jpeg_mem_src(&j->cinfo, (const unsigned char *) buf, (unsigned long) len);
+	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 1, 0xFFFF);
+	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 2, 0xFFFF);
+	jpeg_read_header(&j->cinfo, TRUE);
+	snap_jpeg_collect(j);
+	info->width = (int) j->cinfo.image_width;
+	info->height = (int) j->cinfo.image_height;
+	info->components = j->cinfo.num_components;
+	info->colour_space = (int) j->cinfo.jpeg_color_space;
+	info->multiscan = jpeg_has_multiple_scans(&j->cinfo) ? 1 : 0;
+	info->exif = j->exif;
+	info->exif_len = j->exif_len;
+	info->icc = j->icc;
+	info->icc_len = j->icc_len;
+	return 0;
+}
+
+int
+snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk)
+{
+	unsigned char *volatile pixels = NULL;
+	JSAMPROW *volatile rows = NULL;
+	*out = NULL;
+	/* Every failure, libjpeg's or ours, comes back here with j->message set. */
+	if (setjmp(j->jump)) {
+		free(pixels);
+		free(rows);
+		return -1;
+	}
+	struct jpeg_decompress_struct *c = &j->cinfo;
+	c->scale_num = 1;
+	c->scale_denom = (unsigned int) shrink;
+	switch (c->jpeg_color_space) {
+	case JCS_GRAYSCALE: c->out_color_space = JCS_GRAYSCALE; break;
+	case JCS_CMYK: case JCS_YCCK: c->out_color_space = JCS_CMYK; break;
+	case JCS_YCbCr: case JCS_RGB: c->out_color_space = JCS_RGB; break;
+	default:
+		snap_jpeg_stop(j, "unsupported JPEG colour space");
+	}
+	jpeg_start_decompress(c);
+	/* libvips rounds a shrunk size down; libjpeg up. Keep libvips' size. */
+	int w = (int) (c->image_width / (unsigned) shrink), h = (int) (c->image_height / (unsigned) shrink);
+	int n = c->output_components;
+	if (w < 1 || h < 1 || w > (int) c->output_width || h > (int) c->output_height)
+		snap_jpeg_stop(j, "image too small for this shrink");
+	size_t stride = (size_t) c->output_width * n;
+	/* Whole output rows (libjpeg writes its full width), the spare row at the end
+	 * takes any row past the kept height. */
+	pixels = malloc(stride * ((size_t) h + 1));
+	rows = malloc(sizeof(JSAMPROW) * (size_t) c->rec_outbuf_height);
+	if (!pixels || !rows)
+		snap_jpeg_stop(j, "out of memory");
+	/* The kill flag is checked by the progress monitor on every call. */
+	while (c->output_scanline < (JDIMENSION) h) {
+		for (int i = 0; i < c->rec_outbuf_height; i++) {
+			size_t y = c->output_scanline + (size_t) i;
+			rows[i] = pixels + stride * (y < (size_t) h ? y : (size_t) h);
+		}
+		jpeg_read_scanlines(c, rows, (JDIMENSION) c->rec_outbuf_height);
+	}
+	/* Pack to the kept width. */
+	if ((int) c->output_width != w)
+		for (int y = 1; y < h; y++)
+			memmove(pixels + (size_t) y * w * n, pixels + (size_t) y * stride, (size_t) w * n);
+	/* Adobe (Photoshop) writes CMYK inverted: 0 is full ink. */
+	if (c->out_color_space == JCS_CMYK && c->saw_Adobe_marker)
+		for (size_t i = 0, count = (size_t) w * h * n; i < count; i++)
+			pixels[i] = (unsigned char) (255 - pixels[i]);
+	free(rows);
+	*out = pixels;
+	*width = w;
+	*height = h;
+	*bands = n;
+	*cmyk = c->out_color_space == JCS_CMYK;
+	return 0;
+}
+
+const char *snap_jpeg_message_text(snap_jpeg *j) { return j ? j->message : "out of memory"; }
+void snap_jpeg_kill(snap_jpeg *j) { if (j) __atomic_store_n(&j->killed, 1, __ATOMIC_RELAXED); }
+
+void
+snap_jpeg_close(snap_jpeg *j)
+{
+	if (!j)
+		return;
+	jpeg_destroy_decompress(&j->cinfo);
+	free(j->icc);
+	free(j);
+}

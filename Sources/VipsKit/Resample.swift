@@ -1,0 +1,34 @@
+internal import CSnapShim
+import Foundation
+
+/// Resampling small images without a libvips pipeline.
+public enum Resample {
+    /// The exact centre `side`×`side` square of packed 8-bit RGB, scaled to fill
+    /// (Lanczos3): `VImage.thumbnail(… crop: .centre)` without its rounding of the
+    /// crop to whole pixels, for a fraction of its cost on the ~270×360 images
+    /// SnapThumb decodes snaps to.
+    public static func squareCentre(rgb: [UInt8], width: Int, height: Int, side: Int) throws -> [UInt8] {
+        precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
+        var out = [UInt8](repeating: 0, count: side * side * 3)
+        let status = rgb.withUnsafeBufferPointer { input in
+            out.withUnsafeMutableBufferPointer { snap_square_rgb(input.baseAddress, Int32(width), Int32(height), Int32(side), $0.baseAddress) }
+        }
+        guard status == 0 else { throw VipsError(operation: "square", message: "out of memory resampling \(width)×\(height)") }
+        return out
+    }
+
+    /// Packed 8-bit RGB rotated clockwise by `rotate` degrees (0, 90, 180, 270),
+    /// then mirrored left–right if `flip`: the same pixels as `rotated` then
+    /// `flippedHorizontally` on a `VImage`, without a libvips pipeline.
+    public static func oriented(rgb: [UInt8], width: Int, height: Int, rotate: Int, flip: Bool) -> (pixels: [UInt8], width: Int, height: Int) {
+        precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
+        precondition([0, 90, 180, 270].contains(rotate), "rotation is a multiple of 90 degrees")
+        if rotate == 0 && !flip { return (rgb, width, height) }
+        var out = [UInt8](repeating: 0, count: rgb.count)
+        rgb.withUnsafeBufferPointer { input in
+            out.withUnsafeMutableBufferPointer { snap_orient_rgb(input.baseAddress, Int32(width), Int32(height), Int32(rotate), flip ? 1 : 0, $0.baseAddress) }
+        }
+        let swap = rotate == 90 || rotate == 270
+        return (out, swap ? height : width, swap ? width : height)
+    }
+}
