@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// Names in `incoming/` that may be ready to claim: a bounded queue shared by the
 /// event reader, the scanner and the worker threads.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbCore
 import VipsKit
 import Logging
 

@@ -1,3 +1,4 @@
+import SnapThumbCore
 /// The upload directory's contract:
 ///
 ///     <upload-dir>/incoming/              new uploads (renamed in, or written in place)
