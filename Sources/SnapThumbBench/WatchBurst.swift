@@ -74,21 +74,8 @@ public enum WatchBurst {
         let layout = Layout(root: "\(root)/uploads")
         try fm.createDirectory(atPath: layout.incoming, withIntermediateDirectories: true)
         let store = "\(root)/watch-store"
-        let watcher = Process()
-        watcher.executableURL = URL(fileURLWithPath: executable)
-        watcher.arguments = ["watch", layout.root, "--store", store, "--jobs", String(jobs), "--log-level", "error"]
-        watcher.standardOutput = FileHandle.nullDevice
-        try watcher.run()
-        defer {
-            if watcher.isRunning { watcher.terminate() }
-            watcher.waitUntilExit()
-        }
-        let ready = Date().addingTimeInterval(30)
-        while !fm.fileExists(atPath: layout.processing) || !fm.fileExists(atPath: "\(store)/manifests") {
-            guard Date() < ready, watcher.isRunning else { throw SnapError(.internal, "the watch process did not start") }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        Thread.sleep(forTimeInterval: 0.5)
+        let daemon = try WatchDaemon.start(executable: executable, layout: layout, store: store, jobs: jobs)
+        defer { daemon.stop() }
 
         let burstStart = now()
         for name in names {
@@ -128,4 +115,35 @@ public enum WatchBurst {
 
     /// Seconds on a monotonic clock.
     private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+}
+
+/// A `snapthumb watch` child for the watch probes: started on `layout` and `store`,
+/// returned once it has laid out its directories and settled; stopped with `stop()`.
+struct WatchDaemon {
+    let process: Process
+
+    static func start(executable: String, layout: Layout, store: String, jobs: Int) throws -> WatchDaemon {
+        let watcher = Process()
+        watcher.executableURL = URL(fileURLWithPath: executable)
+        watcher.arguments = ["watch", layout.root, "--store", store, "--jobs", String(jobs), "--log-level", "error"]
+        watcher.standardOutput = FileHandle.nullDevice
+        try watcher.run()
+        let daemon = WatchDaemon(process: watcher)
+        let fm = FileManager.default
+        let ready = Date().addingTimeInterval(30)
+        while !fm.fileExists(atPath: layout.processing) || !fm.fileExists(atPath: "\(store)/manifests") {
+            guard Date() < ready, watcher.isRunning else {
+                daemon.stop()
+                throw SnapError(.internal, "the watch process did not start")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        return daemon
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
 }

@@ -30,7 +30,7 @@ public enum WatchLatency {
         let root = URL(fileURLWithPath: tempDirectory).appendingPathComponent("snapthumb-watch-latency-\(UUID().uuidString)").path
         defer { try? fm.removeItem(atPath: root) }
         let layout = Layout(root: "\(root)/uploads")
-        let upload = layout.root, store = "\(root)/store", stage = "\(root)/stage"
+        let store = "\(root)/store", stage = "\(root)/stage"
         try fm.createDirectory(atPath: layout.incoming, withIntermediateDirectories: true)
         try fm.createDirectory(atPath: stage, withIntermediateDirectories: true)
 
@@ -44,22 +44,8 @@ public enum WatchLatency {
         }
         let names = staged
 
-        let watcher = Process()
-        watcher.executableURL = URL(fileURLWithPath: executable)
-        watcher.arguments = ["watch", upload, "--store", store, "--jobs", String(jobs), "--log-level", "error"]
-        watcher.standardOutput = FileHandle.nullDevice
-        try watcher.run()
-        defer {
-            if watcher.isRunning { watcher.terminate() }
-            watcher.waitUntilExit()
-        }
-        // Ready once it has laid out its directories.
-        let ready = Date().addingTimeInterval(30)
-        while !fm.fileExists(atPath: layout.processing) || !fm.fileExists(atPath: "\(store)/manifests") {
-            guard Date() < ready, watcher.isRunning else { throw SnapError(.internal, "the watch process did not start") }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        Thread.sleep(forTimeInterval: 0.5)
+        let daemon = try WatchDaemon.start(executable: executable, layout: layout, store: store, jobs: jobs)
+        defer { daemon.stop() }
         progress("watch latency: \(count) files at \(Int(rate))/s, --jobs \(jobs)")
 
         let arrivals = Arrivals(count: count)
