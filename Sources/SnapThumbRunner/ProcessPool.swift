@@ -31,105 +31,214 @@ enum WorkerProtocol {
     }
 }
 
-/// Runs files through `jobs` long-lived worker processes. Each worker gets a
-/// few files ahead, so that it never waits for the next one. It says when it has
-/// processed a file (`staged`) and again once that file is durable: its group
-/// commit batches many files, and only unprocessed files count against the
-/// window, so a worker is never held up by its own commits. A worker that dies is replaced;
-/// the files it held are retried one at a time in a fresh worker, so that a
-/// file that crashes a worker on its own is failed (`poison`) and the rest
-/// still go through.
-final class ProcessPool: @unchecked Sendable {
-    let executable: String
-    let arguments: [String]
-    let jobs: Int
-    /// Files sent ahead to one worker that it has not processed yet: enough to
-    /// cover a round trip through this process. (Counting files waiting for the
+/// The one job runner: runs jobs through `jobs` long-lived `snapthumb worker`
+/// processes, which publish through their group commit. Backfill and bench feed it
+/// a file list; the watch daemon feeds it claims as uploads arrive (a source
+/// that blocks and ends only at shutdown).
+///
+/// Each worker gets up to `window` jobs ahead, so that it never waits for the
+/// next one (backfill: 8; watch: 1 or 2, for latency). It says when it has
+/// processed a job (`staged`) and again once that job is durable: only
+/// unprocessed jobs count against the window, so a worker is never held up by its
+/// own commits. A worker that dies is replaced; the jobs it held are retried one at
+/// a time in a fresh worker, so that a job that crashes a worker on its own is
+/// reported as `crashed` (`poison`) and the rest still go through. A job that
+/// runs past its deadline has its worker killed and ends as `timedOut`; the other
+/// jobs that worker held are simply dealt again. ``stop(drainDeadline:)`` ends a
+/// run gracefully. Every job taken from the source is reported exactly once.
+public final class ProcessPool: @unchecked Sendable {
+    public let executable: String
+    public let arguments: [String]
+    public let jobs: Int
+    /// Jobs sent ahead to one worker that it has not processed yet: enough to
+    /// cover a round trip through this process. (Counting jobs waiting for the
     /// group commit as well starved the workers at the end of every run, where a
     /// fair share of what is left is a few files and a commit takes 15–30 ms.)
-    let window: Int
+    public let window: Int
+    /// Seconds a worker may spend on one job, or nil for no limit. A job's clock
+    /// starts when its worker can start it: when it is sent to a worker with
+    /// nothing else to process, or when the answer for the job before it arrives.
+    public let deadline: Double?
+    /// How often a job that took down its worker while alone is run alone again
+    /// before it is reported as `crashed`. Backfill gives it one more chance (an
+    /// OOM kill may have hit the wrong process); watch reports at once and counts
+    /// the attempt itself.
+    public let loneCrashRetries: Int
     let faults: any RunFaults
     let interruption: Interruption
 
-    private let lock = NSCondition()
-    private var queue: [(index: Int, attempts: Int)] = []
-    private var suspects: [(index: Int, attempts: Int)] = []
-    private var outstanding = 0
+    struct Item {
+        /// The job's number in this run (`i` in the protocol).
+        let index: Int
+        let entry: FileWalker.Entry
+        /// Times it was held by a worker that died.
+        var attempts: Int
+    }
 
-    init(executable: String, arguments: [String], jobs: Int, window: Int = 8, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption()) {
+    private let lock = NSCondition()
+    /// Jobs to deal again (their worker was killed for another job's deadline).
+    private var queue: [Item] = []
+    /// Jobs held by a worker that died: each goes alone to a fresh worker.
+    private var suspects: [Item] = []
+    /// Taken from the source and not yet reported.
+    private var outstanding = 0
+    private var taken = 0
+    private var sourceEnded = false
+    private var stopping = false
+    private var drainExpired = false
+    /// Worker processes running now, for the drain deadline.
+    private var workers: Set<Int32> = []
+
+    public init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
+                loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption()) {
         self.faults = faults
         self.interruption = interruption
         self.executable = executable
         self.arguments = arguments
         self.jobs = max(1, jobs)
         self.window = max(1, window)
+        self.deadline = deadline.map { max(0, $0) }
+        self.loneCrashRetries = max(0, loneCrashRetries)
     }
 
-    func run(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
-        lock.lock()
-        queue = files.indices.reversed().map { ($0, 0) }
-        outstanding = files.count
-        lock.unlock()
-        guard !files.isEmpty else { return }
-
+    /// Runs every job `source` gives until it ends and every job is reported, or
+    /// until the run is stopped (``stop(drainDeadline:)``, or `interruption`).
+    /// `finish` is called once for every job taken, from supervisor threads.
+    /// Throws if no worker process could be started while jobs were still to come.
+    public func run(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
+        let supervisors = min(jobs, source.remaining ?? jobs)
+        guard supervisors > 0 else { return }
         let group = DispatchGroup()
-        for n in 0..<min(jobs, files.count) {
+        for n in 0..<supervisors {
             group.enter()
             let thread = Thread { [self] in
                 defer { group.leave() }
-                supervise(files, finish: finish)
+                supervise(source, finish: finish)
             }
             thread.name = "snapthumb-worker-supervisor-\(n)"
             thread.start()
         }
         group.wait()
+
+        // A stopped run: what was taken and never finished is handed back.
+        lock.lock()
+        let left = queue + suspects
+        queue = []; suspects = []
+        outstanding -= left.count
+        let unfinished = !sourceEnded && !isStopping
+        lock.unlock()
+        for item in left { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
+        if unfinished { throw SnapError(.internal, "cannot start a worker process (\(executable))") }
     }
 
+    /// Stops the run: no job is taken any more; jobs in flight finish. After
+    /// `drainDeadline` seconds (nil: no limit) the workers still running are
+    /// killed and their jobs reported as `abandoned`. Returns at once; ``run(_:finish:)``
+    /// returns when the run has ended.
+    public func stop(drainDeadline: Double? = nil) {
+        lock.lock()
+        stopping = true
+        lock.broadcast()
+        lock.unlock()
+        guard let drainDeadline else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, drainDeadline)) { [self] in
+            lock.lock()
+            drainExpired = true
+            let running = workers
+            lock.unlock()
+            for pid in running { kill(pid, SIGKILL) }
+        }
+    }
+
+    /// Whether new jobs must not start (call with the lock held).
+    private var isStopping: Bool { stopping || interruption.signal != nil }
+    /// Whether every job there will ever be is reported (call with the lock held).
+    private var isFinished: Bool { sourceEnded && outstanding == 0 }
+
     /// Keeps one worker process busy until no work is left, replacing it when it dies.
-    private func supervise(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) {
+    private func supervise(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) {
         while true {
             lock.lock()
-            let done = outstanding == 0
+            let over = isFinished || isStopping
             lock.unlock()
-            if done || interruption.signal != nil { return }
+            if over { return }
             do {
-                try runWorker(files, finish: finish)
+                try runWorker(source, finish: finish)
             } catch {
-                // Cannot even start a worker: fail what is left rather than spin.
+                // Cannot even start a worker: fail what is left rather than spin
+                // (all of a file list; a streaming source keeps its jobs).
                 lock.lock()
-                let left = queue + suspects
+                var left = queue + suspects
                 queue = []; suspects = []
+                if source.remaining != nil {
+                    while case .job(let entry) = source.next(waitingUpTo: 0) {
+                        left.append(Item(index: taken, entry: entry, attempts: 0))
+                        taken += 1; outstanding += 1
+                    }
+                    sourceEnded = true
+                }
                 outstanding -= left.count
                 lock.broadcast()
                 lock.unlock()
                 for item in left {
-                    finish(FileResult(entry: files[item.index], outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0))
+                    finish(JobResult(entry: item.entry, outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0))
                 }
                 return
             }
         }
     }
 
-    /// Takes the next file for a worker that holds `held` files, `unprocessed` of
+    /// Takes the next job for a worker that holds `held` jobs, `unprocessed` of
     /// them not yet processed: suspects go alone to a worker that holds nothing.
     /// Waits only when the worker holds nothing and there is nothing to give it yet.
-    private func take(held: Int, unprocessed: Int) -> (index: Int, attempts: Int)? {
+    private func take(held: Int, unprocessed: Int, from source: any JobSource) -> Item? {
         lock.lock()
         defer { lock.unlock() }
         while true {
-            if outstanding == 0 || interruption.signal != nil { return nil }
+            if isFinished || isStopping { return nil }
             if held == 0, let suspect = suspects.popLast() { return suspect }
             // No more than a fair share of what is left, so that the workers finish
             // together: a small run is not dealt out in windows to the first worker.
-            if unprocessed > 0, unprocessed > queue.count / jobs { return nil }
-            if suspects.isEmpty || held > 0, let next = queue.popLast() { return next }
+            if unprocessed > 0, let left = source.remaining, unprocessed > (queue.count + left) / jobs { return nil }
+            if let next = queue.popLast() { return next }
+            if !sourceEnded {
+                // The source may block: ask it without the lock (a worker that holds
+                // jobs only takes one that is ready now).
+                lock.unlock()
+                let next = source.next(waitingUpTo: held > 0 ? 0 : 0.2)
+                lock.lock()
+                switch next {
+                case .job(let entry):
+                    let item = Item(index: taken, entry: entry, attempts: 0)
+                    taken += 1
+                    outstanding += 1
+                    // Stopped meanwhile: it is handed back as abandoned when the run ends.
+                    if isStopping { queue.append(item); return nil }
+                    return item
+                case .ended:
+                    sourceEnded = true
+                    lock.broadcast()
+                case .notYet:
+                    if held > 0 { return nil }
+                }
+                continue
+            }
             if held > 0 { return nil }
             // Timed, so that an interruption is noticed without a broadcast.
             _ = lock.wait(until: Date(timeIntervalSinceNow: 0.2))
         }
     }
 
-    private func runWorker(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
+    private enum Ending {
+        /// Nothing left for this worker: it is told to finish and exits.
+        case drained
+        /// The worker died, or stopped reading.
+        case died
+        /// The job with this index ran past the deadline.
+        case late(Int)
+    }
+
+    private func runWorker(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -137,20 +246,41 @@ final class ProcessPool: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = output
         try process.run()
+        let pid = process.processIdentifier
+        lock.lock()
+        workers.insert(pid)
+        if drainExpired { kill(pid, SIGKILL) }
+        lock.unlock()
+        defer {
+            lock.lock()
+            workers.remove(pid)
+            lock.unlock()
+        }
         let writer = input.fileHandleForWriting
         let reader = LineReader(output.fileHandleForReading)
-        var inFlight: [Int: (index: Int, attempts: Int)] = [:]
-        /// Sent and not yet processed (a subset of inFlight).
-        var unprocessed: Set<Int> = []
+        var inFlight: [Int: Item] = [:]
+        /// Sent and not yet processed, in the order the worker takes them.
+        var unprocessed: [Int] = []
+        /// Sent and not yet reported, in the order sent.
         var order: [Int] = []
+        /// The job the worker is on, and since when (uptime nanoseconds).
+        var clock: (index: Int, since: UInt64)?
+        let limit = deadline.map { UInt64($0 * 1e9) }
+        // A streaming source may have a job while this worker waits for answers:
+        // look again every few milliseconds while the window has room.
+        let streaming = source.remaining == nil
         let encoder = JSONEncoder()
         let decoder = JSONDecoder()
+
+        func startClock() {
+            guard let head = unprocessed.first else { clock = nil; return }
+            if clock?.index != head { clock = (head, DispatchTime.now().uptimeNanoseconds) }
+        }
 
         func complete(_ reply: WorkerProtocol.Reply) {
             guard let item = inFlight.removeValue(forKey: reply.i) else { return }
             order.removeAll { $0 == reply.i }
-            let entry = files[item.index]
-            let outcome: FileOutcome
+            let outcome: JobOutcome
             switch reply.outcome {
             case "processed": outcome = .processed(reply.variants ?? [:])
             case "skipped": outcome = .skipped
@@ -160,60 +290,115 @@ final class ProcessPool: @unchecked Sendable {
             outstanding -= 1
             lock.broadcast()
             lock.unlock()
-            finish(FileResult(entry: entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss))
+            finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss))
         }
 
-        var alive = true
-        while alive {
+        var ending = Ending.drained
+        work: while true {
             // Fill the window (a suspect only ever travels alone).
             while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
-                  let item = take(held: inFlight.count, unprocessed: unprocessed.count) {
-                let entry = files[item.index]
+                  let item = take(held: inFlight.count, unprocessed: unprocessed.count, from: source) {
+                let entry = item.entry
                 let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
                                              absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)
                 var line = (try? encoder.encode(job)) ?? Data()
                 line.append(0x0A)
-                do { try writer.write(contentsOf: line) } catch { inFlight[item.index] = item; alive = false; break }
                 inFlight[item.index] = item
-                unprocessed.insert(item.index)
                 order.append(item.index)
-                faults.dispatched(key: entry.relativePath, toWorker: process.processIdentifier)
+                do { try writer.write(contentsOf: line) } catch { ending = .died; break work }
+                unprocessed.append(item.index)
+                startClock()
+                faults.dispatched(key: entry.relativePath, toWorker: pid)
                 if item.attempts > 0 { break }
             }
             if inFlight.isEmpty {
                 lock.lock()
-                let done = outstanding == 0
+                let over = isFinished || isStopping
                 lock.unlock()
-                if done || interruption.signal != nil { break }
+                if over { break }
                 continue
             }
-            guard alive, let line = reader.next() else { alive = false; break }
-            guard let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) else { continue }
-            unprocessed.remove(reply.i)
-            if reply.outcome != "staged" { complete(reply) }
+            var until = clock.flatMap { clock in limit.map { clock.since + $0 } }
+            if streaming, unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }) {
+                let soon = DispatchTime.now().uptimeNanoseconds + 5_000_000
+                until = min(until ?? soon, soon)
+            }
+            switch reader.next(until: until) {
+            case .end:
+                ending = .died
+                break work
+            case .timedOut:
+                if let clock, let limit, DispatchTime.now().uptimeNanoseconds >= clock.since + limit {
+                    ending = .late(clock.index)
+                    break work
+                }
+            case .line(let line):
+                guard let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) else { continue }
+                unprocessed.removeAll { $0 == reply.i }
+                startClock()
+                if reply.outcome != "staged" { complete(reply) }
+            }
         }
 
         try? writer.close()
-        if alive {
+        if case .drained = ending {
             process.waitUntilExit()
             return
         }
-        // The worker died (or stopped reading): whatever it held is suspect.
-        process.terminate()
+        kill(pid, SIGKILL)
         process.waitUntilExit()
         let status = process.terminationStatus
-        let held = order.compactMap { inFlight[$0] }
+        var held = order.compactMap { inFlight[$0] }
         lock.lock()
-        var poisoned: [(index: Int, attempts: Int)] = []
-        for item in held {
-            if item.attempts >= 1 && held.count == 1 { poisoned.append(item) } else { suspects.append((item.index, item.attempts + 1)) }
+        if drainExpired {
+            // Killed at the end of a drain: hand everything back.
+            outstanding -= held.count
+            lock.broadcast()
+            lock.unlock()
+            for item in held { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
+            return
         }
-        outstanding -= poisoned.count
+        if case .late(let index) = ending, let position = held.firstIndex(where: { $0.index == index }) {
+            // Only the late job ends; the others did nothing wrong and are dealt again as they were.
+            let late = held.remove(at: position)
+            queue.append(contentsOf: held.reversed())
+            outstanding -= 1
+            lock.broadcast()
+            lock.unlock()
+            let seconds = deadline ?? 0
+            let reason = SnapError(.timeout, "processing took longer than the per-image time limit of \(seconds) s; its worker process was killed")
+            finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000))
+            return
+        }
+        // The worker died (or stopped reading): whatever it held is suspect.
+        var crashed: [Item] = []
+        for item in held {
+            if held.count == 1 && item.attempts >= loneCrashRetries { crashed.append(item) } else { suspects.append(Item(index: item.index, entry: item.entry, attempts: item.attempts + 1)) }
+        }
+        outstanding -= crashed.count
         lock.broadcast()
         lock.unlock()
-        for item in poisoned {
-            let reason = SnapError(.poison, "a worker process died on this file (alone, after an earlier crash; exit status \(status))")
-            finish(FileResult(entry: files[item.index], outcome: .failed(reason), milliseconds: 0))
+        for item in crashed {
+            let reason = SnapError(.poison, item.attempts > 0
+                ? "a worker process died on this file (alone, after an earlier crash; exit status \(status))"
+                : "a worker process died on this file (alone; exit status \(status))")
+            finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0))
+        }
+    }
+}
+
+extension ProcessPool {
+    /// Runs a backfill's files; a stopped run's unfinished files are not reported.
+    func run(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
+        try run(FileList(files)) { result in
+            let outcome: FileOutcome
+            switch result.outcome {
+            case .processed(let variants): outcome = .processed(variants)
+            case .skipped: outcome = .skipped
+            case .failed(let error), .crashed(let error), .timedOut(let error): outcome = .failed(error)
+            case .abandoned: return
+            }
+            finish(FileResult(entry: result.entry, outcome: outcome, milliseconds: result.milliseconds, workerPeakRSSBytes: result.workerPeakRSSBytes))
         }
     }
 }
@@ -225,36 +410,71 @@ final class LineReader {
     /// Where the next line starts: lines are sliced off without copying the rest
     /// of the buffer each time (a full window of replies arrives in one read).
     private var start = 0
+    /// Where to look for the next newline: everything before it was searched.
+    private var searched = 0
 
     init(_ handle: FileHandle) { self.handle = handle }
 
     /// The next line; `beforeBlocking` runs when none is buffered and none is
     /// waiting in the pipe either, before waiting for one.
     func next(beforeBlocking: () -> Void = {}) -> Data? {
-        var searched = start
         while true {
-            if let newline = buffer[searched...].firstIndex(of: 0x0A) {
-                let line = Data(buffer[start..<newline])
-                start = newline + 1
-                if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
-                return line
-            }
+            if let line = bufferedLine() { return line }
             // The buffer being empty is not enough: the writer usually has the next
             // line in the pipe already (checking only the buffer made the worker's
             // committer sync once per snap).
             if !Self.readable(handle.fileDescriptor) { beforeBlocking() }
-            let chunk = handle.availableData
-            if chunk.isEmpty { return nil }
-            if start > 0 { buffer.removeFirst(start); start = 0 }
-            searched = buffer.count
-            buffer.append(contentsOf: chunk)
+            if !fill() { return nil }
         }
     }
 
+    enum Read {
+        case line(Data)
+        case end
+        /// Nothing arrived before the deadline.
+        case timedOut
+    }
+
+    /// The next line, waiting until `deadline` (uptime nanoseconds; nil: for ever).
+    func next(until deadline: UInt64?) -> Read {
+        while true {
+            if let line = bufferedLine() { return .line(line) }
+            if let deadline {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if now >= deadline { return .timedOut }
+                let milliseconds = Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+                if !Self.readable(handle.fileDescriptor, waitingMilliseconds: milliseconds) { continue }
+            }
+            if !fill() { return .end }
+        }
+    }
+
+    /// A complete line already read, if there is one.
+    private func bufferedLine() -> Data? {
+        guard let newline = buffer[searched...].firstIndex(of: 0x0A) else {
+            searched = buffer.count
+            return nil
+        }
+        let line = Data(buffer[start..<newline])
+        start = newline + 1
+        if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
+        searched = start
+        return line
+    }
+
+    /// Reads what the pipe has (waiting for something); false at end of file.
+    private func fill() -> Bool {
+        let chunk = handle.availableData
+        if chunk.isEmpty { return false }
+        if start > 0 { buffer.removeFirst(start); searched -= start; start = 0 }
+        buffer.append(contentsOf: chunk)
+        return true
+    }
+
     /// Whether a read from `fd` would return at once (data, end of file or an error).
-    private static func readable(_ fd: Int32) -> Bool {
+    private static func readable(_ fd: Int32, waitingMilliseconds timeout: Int32 = 0) -> Bool {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&entry, 1, 0) > 0
+        return poll(&entry, 1, timeout) > 0
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,5 +14,42 @@ public struct KillWorker: RunFaults {
 
     public func dispatched(key: String, toWorker workerPID: Int32) {
         if key.hasSuffix(suffix) { kill(workerPID, SIGKILL) }
+    }
+}
+
+/// A fault plan for runs with worker processes: the worker that is handed a file
+/// whose key ends with `suffix` is stopped (SIGSTOP), as if the image had wedged
+/// it: it neither answers nor dies until the runner's deadline or drain kills it.
+public struct StallWorker: RunFaults {
+    public let suffix: String
+
+    public init(onKeysEndingWith suffix: String) { self.suffix = suffix }
+
+    public func dispatched(key: String, toWorker workerPID: Int32) {
+        if key.hasSuffix(suffix) { kill(workerPID, SIGSTOP) }
+    }
+}
+
+/// Counts how often each key was handed to a worker, and passes every dispatch
+/// on to another plan (faults are combined this way).
+public final class CountDispatches: RunFaults, @unchecked Sendable {
+    private let lock = NSLock()
+    private var counts: [String: Int] = [:]
+    private let then: any RunFaults
+
+    public init(then: any RunFaults = NoFaults()) { self.then = then }
+
+    public func dispatched(key: String, toWorker workerPID: Int32) {
+        lock.lock()
+        counts[key, default: 0] += 1
+        lock.unlock()
+        then.dispatched(key: key, toWorker: workerPID)
+    }
+
+    /// Times `key` was handed to a worker so far.
+    public func count(_ key: String) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return counts[key] ?? 0
     }
 }

@@ -1,0 +1,77 @@
+import Foundation
+import SnapThumbCore
+
+/// What the worker processes of a ``ProcessPool`` take jobs from. A backfill's
+/// source is its file list; the watch daemon's gives out claims as uploads
+/// arrive. Several supervisor threads call it at once.
+public protocol JobSource: Sendable {
+    /// The next job, waiting at most `timeout` seconds for one (0: only a job that
+    /// is ready now).
+    func next(waitingUpTo timeout: Double) -> JobSourceItem
+    /// How many jobs are still to come, when that is known: each worker is then
+    /// dealt no more than its fair share, so that the workers finish together.
+    /// Nil for a source that streams (the watch folder).
+    var remaining: Int? { get }
+}
+
+public enum JobSourceItem: Sendable {
+    case job(FileWalker.Entry)
+    /// Nothing yet: ask again.
+    case notYet
+    /// No job will ever come again.
+    case ended
+}
+
+/// A fixed list of files, given out in order: a backfill's source.
+public final class FileList: JobSource, @unchecked Sendable {
+    private let lock = NSLock()
+    private let files: [FileWalker.Entry]
+    private var cursor = 0
+
+    public init(_ files: [FileWalker.Entry]) { self.files = files }
+
+    public func next(waitingUpTo timeout: Double) -> JobSourceItem {
+        lock.lock()
+        defer { lock.unlock() }
+        guard cursor < files.count else { return .ended }
+        cursor += 1
+        return .job(files[cursor - 1])
+    }
+
+    public var remaining: Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        return files.count - cursor
+    }
+}
+
+/// How one job given to a ``ProcessPool`` ended.
+public enum JobOutcome: Sendable {
+    /// Published (durable); its variants in brief.
+    case processed([String: VariantBrief])
+    /// Its manifest already existed with the same source and recipe digests.
+    case skipped
+    /// The worker answered with an error (a bad image, a store failure, …).
+    case failed(SnapError)
+    /// The job took down its worker while it was the only job that worker held,
+    /// as often as the pool allows (`poison`): evidence that the job itself kills
+    /// whatever runs it.
+    case crashed(SnapError)
+    /// The job ran past the pool's per-job deadline; its worker was killed (`timeout`).
+    case timedOut(SnapError)
+    /// Never finished because the pool was stopped (``ProcessPool/stop(drainDeadline:)``
+    /// or an interruption): either never started, or its worker was killed when the
+    /// drain deadline passed. It may or may not have been published: running it
+    /// again is safe (it is then skipped).
+    case abandoned
+}
+
+/// One job's end, as a ``ProcessPool`` reports it.
+public struct JobResult: Sendable {
+    public let entry: FileWalker.Entry
+    public let outcome: JobOutcome
+    /// Time the worker spent on it (reading, decoding, encoding), in milliseconds.
+    public let milliseconds: Double
+    /// Peak RSS so far of the worker process that answered, in bytes.
+    public var workerPeakRSSBytes: Int? = nil
+}
