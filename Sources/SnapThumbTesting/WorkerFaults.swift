@@ -17,19 +17,6 @@ public struct KillWorker: RunFaults {
     }
 }
 
-/// A fault plan for runs with worker processes: the worker that is handed a file
-/// whose key ends with `suffix` is stopped (SIGSTOP), as if the image had wedged
-/// it: it neither answers nor dies until the runner's deadline or drain kills it.
-public struct StallWorker: RunFaults {
-    public let suffix: String
-
-    public init(onKeysEndingWith suffix: String) { self.suffix = suffix }
-
-    public func dispatched(key: String, toWorker workerPID: Int32) {
-        if key.hasSuffix(suffix) { kill(workerPID, SIGSTOP) }
-    }
-}
-
 /// Counts how often each key was handed to a worker, and passes every dispatch
 /// on to another plan (faults are combined this way).
 public final class CountDispatches: RunFaults, @unchecked Sendable {

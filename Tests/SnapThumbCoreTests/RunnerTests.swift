@@ -126,7 +126,7 @@ struct RunnerTests {
         let (input, entries) = try Self.inputs(10, extra: ["0-stall.png": "snaps/tiny.png"])
         let store = Fixtures.tempDirectory("snapthumb-runner-store")
         defer { Fixtures.remove(input); Fixtures.remove(store) }
-        let counts = CountDispatches(then: StallWorker(onKeysEndingWith: "stall.png"))
+        let counts = CountDispatches(then: StopWorker(onKeysEndingWith: "stall.png"))
         let outcomes = Outcomes()
         let files = entries.values.sorted { $0.relativePath < $1.relativePath }
         try Self.pool(store: store, jobs: 1, window: 8, deadline: 3, faults: counts).run(FileList(files), finish: outcomes.record)
@@ -186,7 +186,7 @@ struct RunnerTests {
         let source = StreamSource()
         for (_, entry) in entries.sorted(by: { $0.key < $1.key }) { source.add(entry) }
         let box = PoolBox()
-        let faults = OnDispatch(suffix: "stall.png", then: StallWorker(onKeysEndingWith: "stall.png")) { box.pool?.stop(drainDeadline: 0.5) }
+        let faults = OnDispatch(suffix: "stall.png", then: StopWorker(onKeysEndingWith: "stall.png")) { box.pool?.stop(drainDeadline: 0.5) }
         let outcomes = Outcomes()
         let pool = Self.pool(store: store, jobs: 1, window: 2, faults: faults)
         box.pool = pool
