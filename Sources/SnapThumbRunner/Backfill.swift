@@ -228,7 +228,7 @@ public struct Backfill: Sendable {
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
             switch prepared {
-            case .ready(let upload): committer.submit(upload, tag: (entry, ms))
+            case .ready(let upload, _): committer.submit(upload, tag: (entry, ms))
             case .done(let outcome): finish(FileResult(entry: entry, outcome: outcome, milliseconds: ms))
             }
         }
@@ -236,8 +236,9 @@ public struct Backfill: Sendable {
     }
 
     enum Prepared {
-        /// Processed, waiting to be committed.
-        case ready(ProcessedUpload)
+        /// Processed, waiting to be committed; `replacing` is the source digest of
+        /// another upload's manifest that the publish will replace (`--on-conflict replace`).
+        case ready(ProcessedUpload, replacing: String?)
         /// Skipped or failed.
         case done(FileOutcome)
     }
@@ -250,6 +251,7 @@ public struct Backfill: Sendable {
             let limit = pipeline.settings.limits.maxInputBytes
             let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
             let digest = "sha256:" + source.sha256Hex
+            var replacing: String?
             if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,
                    existing.recipe.digest == pipeline.recipe.digest {
@@ -259,8 +261,9 @@ public struct Backfill: Sendable {
                 if existing.source.digest != digest, store.onConflict == .refuse {
                     return .done(.failed(KeyConflict.conflict(key: key, existing: existing.source.digest, new: digest)))
                 }
+                if existing.source.digest != digest { replacing = existing.source.digest }
             }
-            return .ready(try pipeline.process(source, key: key))
+            return .ready(try pipeline.process(source, key: key), replacing: replacing)
         } catch let error as SnapError {
             return .done(.failed(error))
         } catch {

@@ -74,4 +74,10 @@ public struct JobResult: Sendable {
     public let milliseconds: Double
     /// Peak RSS so far of the worker process that answered, in bytes.
     public var workerPeakRSSBytes: Int? = nil
+    /// The source's digest (processed only).
+    public var sourceDigest: String? = nil
+    /// Processed over another upload's manifest (`--on-conflict replace`): that one's source digest.
+    public var replacedDigest: String? = nil
+    /// Times a worker was given this job in this run (more than 1 after crashes).
+    public var attempts: Int = 1
 }

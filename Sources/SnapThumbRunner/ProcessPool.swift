@@ -28,6 +28,10 @@ enum WorkerProtocol {
         var variants: [String: VariantBrief]?
         /// The worker's peak RSS so far, in bytes (for `bench`).
         var rss: Int?
+        /// The source's digest (processed only).
+        var digest: String?
+        /// The source digest of another upload's manifest that this publish replaced.
+        var replaced: String?
     }
 }
 
@@ -290,7 +294,8 @@ public final class ProcessPool: @unchecked Sendable {
             outstanding -= 1
             lock.broadcast()
             lock.unlock()
-            finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss))
+            finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss,
+                             sourceDigest: reply.digest, replacedDigest: reply.replaced, attempts: item.attempts + 1))
         }
 
         var ending = Ending.drained
@@ -348,6 +353,7 @@ public final class ProcessPool: @unchecked Sendable {
         kill(pid, SIGKILL)
         process.waitUntilExit()
         let status = process.terminationStatus
+        let how = process.terminationReason == .uncaughtSignal ? "signal \(status)" : "exit status \(status)"
         var held = order.compactMap { inFlight[$0] }
         lock.lock()
         if drainExpired {
@@ -367,7 +373,17 @@ public final class ProcessPool: @unchecked Sendable {
             lock.unlock()
             let seconds = deadline ?? 0
             let reason = SnapError(.timeout, "processing took longer than the per-image time limit of \(seconds) s; its worker process was killed")
-            finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000))
+            finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000, attempts: late.attempts + 1))
+            return
+        }
+        if process.terminationReason == .exit {
+            // It exited on its own (it could not open its store, say): no evidence
+            // against its jobs, which fail as I/O errors (transient for watch).
+            outstanding -= held.count
+            lock.broadcast()
+            lock.unlock()
+            let reason = SnapError(.io, "the worker process exited with status \(status) before answering (see its message on stderr)")
+            for item in held { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1)) }
             return
         }
         // The worker died (or stopped reading): whatever it held is suspect.
@@ -380,9 +396,9 @@ public final class ProcessPool: @unchecked Sendable {
         lock.unlock()
         for item in crashed {
             let reason = SnapError(.poison, item.attempts > 0
-                ? "a worker process died on this file (alone, after an earlier crash; exit status \(status))"
-                : "a worker process died on this file (alone; exit status \(status))")
-            finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0))
+                ? "a worker process died on this file (alone, after \(item.attempts) earlier crash\(item.attempts == 1 ? "" : "es"); \(how))"
+                : "a worker process died on this file (alone; \(how))")
+            finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0, attempts: item.attempts + 1))
         }
     }
 }
@@ -493,11 +509,12 @@ extension Backfill {
             line.append(0x0A)
             try? output.write(contentsOf: line)
         }
-        let committer: any UploadCommitter<(Int, Double)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
+        let committer: any UploadCommitter<(Int, Double, String?)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
-                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest)))
+                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest),
+                            digest: upload.manifest.source.digest, replaced: tag.2))
             }
         }
         let reader = LineReader(input)
@@ -513,8 +530,8 @@ extension Backfill {
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
             switch prepared {
-            case .ready(let upload):
-                committer.submit(upload, tag: (job.i, ms))
+            case .ready(let upload, let replacing):
+                committer.submit(upload, tag: (job.i, ms, replacing))
                 reply(.init(i: job.i, outcome: "staged", ms: ms, code: nil, message: nil, variants: nil))
             case .done(.skipped):
                 reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil))

@@ -158,6 +158,20 @@ struct RunnerTests {
         }
     }
 
+    @Test("a worker that exits on its own (it cannot open its store) is no evidence: its jobs fail as io, not poison")
+    func workerThatCannotStart() throws {
+        let (input, entries) = try Self.inputs(3)
+        let parent = Fixtures.tempDirectory("snapthumb-runner-store")
+        defer { Fixtures.remove(input); Fixtures.remove(parent) }
+        // A file where the store's directory must be.
+        let store = "\(parent)/store"
+        _ = FileManager.default.createFile(atPath: store, contents: Data("x".utf8))
+        let outcomes = Outcomes()
+        let files = entries.values.sorted { $0.relativePath < $1.relativePath }
+        try Self.pool(store: store, jobs: 1, window: 8).run(FileList(files), finish: outcomes.record)
+        #expect(outcomes.spelled == entries.mapValues { _ in ["failed:io"] })
+    }
+
     @Test("stop: nothing new is taken, jobs in flight finish")
     func gracefulStop() throws {
         let (input, entries) = try Self.inputs(6)
