@@ -5,6 +5,12 @@
 public protocol RunFaults: Sendable {
     /// A job for `key` was just written to worker process `workerPID`.
     func dispatched(key: String, toWorker workerPID: Int32)
+    /// The watch daemon read a batch of inotify events: true turns it into a queue overflow.
+    func inotifyBatchOverflows() -> Bool
+}
+
+extension RunFaults {
+    public func inotifyBatchOverflows() -> Bool { false }
 }
 
 /// No faults: what every real run uses.

@@ -40,3 +40,11 @@ public final class CountDispatches: RunFaults, @unchecked Sendable {
         return counts[key] ?? 0
     }
 }
+
+/// A fault plan for the watch daemon: every batch of inotify events is lost to a
+/// queue overflow, so that only rescans can find uploads.
+public struct OverflowInotify: RunFaults {
+    public init() {}
+    public func dispatched(key: String, toWorker workerPID: Int32) {}
+    public func inotifyBatchOverflows() -> Bool { true }
+}

@@ -100,8 +100,9 @@ final class Candidates: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The next work; waits while there is none. Nil once stopped.
-    func take() -> Work? {
+    /// The next work; waits while there is none, until `deadline` (wall-clock
+    /// seconds). Nil once stopped, or when the deadline passed (see `isStopped`).
+    func take(until deadline: Double = .infinity) -> Work? {
         condition.lock()
         defer { condition.unlock() }
         while true {
@@ -115,7 +116,8 @@ final class Candidates: @unchecked Sendable {
                 examine(name, entry.status, now: now)
             }
             if now < pausedUntil {
-                var wake = pausedUntil
+                if now >= deadline { return nil }
+                var wake = min(pausedUntil, deadline)
                 for entry in settling.values { wake = min(wake, max(entry.due, now + 0.01)) }
                 _ = condition.wait(until: Date(timeIntervalSince1970: wake))
                 continue
@@ -132,10 +134,11 @@ final class Candidates: @unchecked Sendable {
                 condition.broadcast()
                 return .upload(name)
             }
-            var next = Double.infinity
-            for entry in settling.values { next = min(next, entry.due) }
+            if now >= deadline { return nil }
+            var next = deadline
+            for entry in settling.values { next = min(next, max(entry.due, now + 0.01)) }
             if next.isFinite {
-                _ = condition.wait(until: Date(timeIntervalSince1970: max(next, now + 0.01)))
+                _ = condition.wait(until: Date(timeIntervalSince1970: next))
             } else {
                 condition.wait()
             }
@@ -165,6 +168,8 @@ final class Candidates: @unchecked Sendable {
         pausedUntil = max(pausedUntil, wallNow() + seconds)
         condition.unlock()
     }
+
+    var isStopped: Bool { condition.lock(); defer { condition.unlock() }; return stopped }
 
     /// Wakes every waiter; `take` and `offerWaiting` return at once from now on.
     func stop() {

@@ -20,9 +20,9 @@ final class InotifyWatcher: @unchecked Sendable {
     private let thread: Thread
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Starts watching `directory`. `simulateOverflow` (tests only) replaces every
-    /// batch of events by a queue overflow, to exercise the rescan path.
-    init(directory: String, simulateOverflow: Bool = false, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void) throws {
+    /// Starts watching `directory`. A batch of events for which `overflows` is true
+    /// is reported as a queue overflow instead (a test's fault plan exercises the rescan path so).
+    init(directory: String, overflows: @escaping @Sendable () -> Bool = { false }, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void) throws {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { throw FileOps.error("inotify is not available for", directory) }
         let mask = UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO)
@@ -42,7 +42,7 @@ final class InotifyWatcher: @unchecked Sendable {
         wakeWrite = pipeFDs[1]
         let (wake, done) = (pipeFDs[0], finished)
         thread = Thread {
-            Self.readLoop(fd: fd, wake: wake, simulateOverflow: simulateOverflow, logger: logger, onEvent: onEvent)
+            Self.readLoop(fd: fd, wake: wake, overflows: overflows, logger: logger, onEvent: onEvent)
             done.signal()
         }
         thread.name = "snapthumb-inotify"
@@ -58,7 +58,7 @@ final class InotifyWatcher: @unchecked Sendable {
         close(wakeWrite)
     }
 
-    private static func readLoop(fd: Int32, wake: Int32, simulateOverflow: Bool, logger: Logger,
+    private static func readLoop(fd: Int32, wake: Int32, overflows: () -> Bool, logger: Logger,
                                  onEvent: (Event) -> Void) {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         while true {
@@ -73,7 +73,7 @@ final class InotifyWatcher: @unchecked Sendable {
             case .failure(let code) where code.code == EINTR || code.code == EAGAIN: continue
             case .failure: onEvent(.overflow); return
             }
-            if simulateOverflow { onEvent(.overflow); continue }
+            if overflows() { onEvent(.overflow); continue }
             for event in POSIX.inotifyEvents(bytes) {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { onEvent(.overflow); continue }
                 if event.name.isEmpty || event.mask & UInt32(IN_ISDIR) != 0 { continue }

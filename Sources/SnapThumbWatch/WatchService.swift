@@ -9,9 +9,10 @@ import SnapThumbRunner
 /// shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the
 /// uploads in flight for up to `drainTimeout` seconds, hands back the rest, and returns.
 ///
-/// Threads: `jobs` worker threads run libvips (never the cooperative pool); one
-/// reads inotify events, one rescans, one does housekeeping (lease heartbeat,
-/// dead workers' claims, metrics file, `done/` retention). All block when idle.
+/// Processes: `jobs` `snapthumb worker` processes run libvips and publish, dealt
+/// claims by the runner (`ProcessPool`, as in backfill). Threads: the runner's
+/// supervisors; one reads inotify events, one rescans, one does housekeeping (lease
+/// heartbeat, dead workers' claims, metrics file, `done/` retention). All block when idle.
 public final class WatchService: Service, @unchecked Sendable {
     /// The validated configuration it runs with.
     public let config: WatchConfiguration
@@ -94,9 +95,13 @@ public final class WatchService: Service, @unchecked Sendable {
         let scanner = Scanner(incoming: layout.incoming, interval: config.poll ? config.pollInterval : config.rescanInterval,
                               candidates: candidates, quarantine: quarantine, worker: me.id, logger: logger)
         let backoff = Backoff()
-        let inFlight = InFlight()
+        // An upload in flight past the image limit (when its worker is killed), a grace
+        // period and a minute for slow storage means the loop is stuck: the watchdog stops.
+        let liveness = Liveness(stuckAfter: config.imageTimeout + max(config.imageTimeout, 5) + 60,
+                                housekeepingStaleAfter: config.heartbeatInterval * 3 + 5)
+        let inFlight = InFlight(liveness: liveness)
         let processor = Processor(
-            pipeline: pipeline, store: store, claims: claims, quarantine: quarantine, inFlight: inFlight, metrics: metrics,
+            store: store, claims: claims, quarantine: quarantine, inFlight: inFlight, metrics: metrics,
             config: config, logger: logger,
             backoff: { [logger] error, name in
                 if let name { candidates.holdBack(name) }
@@ -108,34 +113,27 @@ public final class WatchService: Service, @unchecked Sendable {
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay) { scanner.request() }
             },
             succeeded: { backoff.reset() },
-            recheck: { DispatchQueue.global().asyncAfter(deadline: .now() + 1) { scanner.request() } },
-            isolation: Processor.Isolated(
-                executable: workerExecutable,
-                settingsJSON: String(decoding: (try? JSONEncoder().encode(pipeline.settings)) ?? Data("{}".utf8), as: UTF8.self)),
-            faults: faults)
+            recheck: { DispatchQueue.global().asyncAfter(deadline: .now() + 1) { scanner.request() } })
 
         let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
         scanner.request()
 
-        // A thread on one upload past the image limit, its grace period (after which the
-        // worker exits 70 itself) and a minute for slow storage is stuck: the watchdog stops.
-        let liveness = Liveness(stuckAfter: config.imageTimeout + max(config.imageTimeout, 5) + 60,
-                                housekeepingStaleAfter: config.heartbeatInterval * 3 + 5)
+        // The same runner as backfill: `jobs` worker processes, each publishing
+        // through its group commit. Claims are taken only when a worker can start
+        // them, and a window of 2 keeps a worker busy without holding uploads back.
+        let pool = ProcessPool(executable: workerExecutable, arguments: workerArguments(store: store), jobs: config.jobs,
+                               window: 2, deadline: config.imageTimeout, loneCrashRetries: config.maxAttempts - 1, faults: faults)
+        let source = ClaimSource(candidates: candidates, processor: processor)
         let workers = DispatchGroup()
-        for n in 0..<config.jobs {
-            workers.enter()
-            let thread = Thread {
-                while let work = candidates.take() {
-                    liveness.began(worker: n)
-                    processor.handle(work)
-                    liveness.ended(worker: n)
-                }
-                workers.leave()
+        workers.enter()
+        let runner = Thread { [logger] in
+            do { try pool.run(source) { processor.conclude($0) } } catch {
+                logger.critical("cannot run worker processes", metadata: ["snap.error": "\(error)"])
             }
-            thread.name = "snapthumb-watch-\(n)"
-            thread.stackSize = 8 << 20
-            thread.start()
+            workers.leave()
         }
+        runner.name = "snapthumb-watch-runner"
+        runner.start()
 
         let expiry = Every(seconds: 600)
         let housekeeping = Ticker(interval: config.heartbeatInterval, name: "snapthumb-housekeeping") {
@@ -178,10 +176,12 @@ public final class WatchService: Service, @unchecked Sendable {
         candidates.stop()
         watcher?.stop()
         scanner.stop()
-        let drained = await Self.wait(for: workers, seconds: config.drainTimeout)
-        if !drained {
-            let released = inFlight.releaseAll { claims.release($0) }
-            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": "\(released)"])
+        pool.stop(drainDeadline: config.drainTimeout)
+        // The runner returns once the drain is over (at the deadline, workers still
+        // busy are killed and their uploads handed back).
+        await Self.wait(for: workers)
+        if inFlight.abandoned > 0 {
+            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": "\(inFlight.abandoned)"])
         }
         housekeeping.stop()
         watchdog?.stop()
@@ -196,9 +196,9 @@ public final class WatchService: Service, @unchecked Sendable {
     /// e.g. when fs.inotify.max_user_watches is reached: slower, but nothing is lost.
     private func startWatcher(candidates: Candidates, scanner: Scanner) -> InotifyWatcher? {
         let logger = self.logger
-        let simulate = ProcessInfo.processInfo.environment["SNAPTHUMB_TEST_SIMULATE_OVERFLOW"] == "1"
+        let faults = self.faults
         do {
-            return try InotifyWatcher(directory: layout.incoming, simulateOverflow: simulate, logger: logger) { event in
+            return try InotifyWatcher(directory: layout.incoming, overflows: { faults.inotifyBatchOverflows() }, logger: logger) { event in
                 switch event {
                 case .overflow:
                     logger.notice("inotify queue overflowed; rescanning incoming/")
@@ -231,12 +231,22 @@ public final class WatchService: Service, @unchecked Sendable {
     }
 
     /// Waits for the group on a plain thread, so the cooperative pool is never blocked.
-    static func wait(for group: DispatchGroup, seconds: Double) async -> Bool {
+    static func wait(for group: DispatchGroup) async {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: group.wait(timeout: .now() + seconds) == .success)
+                group.wait()
+                continuation.resume()
             }
         }
+    }
+
+    /// `worker` arguments that give a child process this store and settings. As in
+    /// backfill, each of the `jobs` committers gathers a batch for `jobs` times the
+    /// usual delay, and commits at once whenever it has no job waiting.
+    private func workerArguments(store: any StoreBackend) -> [String] {
+        let settings = String(decoding: (try? JSONEncoder().encode(pipeline.settings)) ?? Data("{}".utf8), as: UTF8.self)
+        return ["worker", "--store", store.workerArgument, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings,
+                "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(config.jobs)), "--isolated"]
     }
 }
 

@@ -84,24 +84,6 @@ import SnapThumbCore
         #expect(try h.verifyStore() == 0)
     }
 
-    /// The stuck upload stays claimed when the wedged worker exits; the next worker
-    /// takes it over and processes it alone, in a child process (where the stall,
-    /// injected into the first worker only, does not happen).
-    @Test func anImageThatNeverStopsEndsTheWorkerAndTheNextOneTakesItOver() throws {
-        let h = try WatchHarness()
-        try h.drop("fine.jpg", try TestImages.jpeg(1))
-        try h.drop("stuck.jpg", try TestImages.jpeg(2))
-        let first = try h.start(["--image-timeout", "100ms", "--jobs", "1"],
-                                environment: ["SNAPTHUMB_TEST_STALL_KEY": "stuck.jpg"])
-        #expect(first.waitForExit(seconds: 60) == 70)
-        #expect(h.claimed().map { UploadName.parse($0).key } == ["stuck.jpg"])
-        let second = try h.start(["--jobs", "1"])
-        eventually("both processed") { h.uploads(in: "done") == ["fine.jpg", "stuck.jpg"] }
-        #expect(second.logText.contains("took over the claim of a dead worker"))
-        #expect(h.uploads(in: "failed").isEmpty)
-        #expect(second.process.isRunning)
-    }
-
     @Test func aSecondWorkerWithTheSameIdRefusesToStart() throws {
         let h = try WatchHarness()
         let first = try h.start(["--worker-id", "same"])

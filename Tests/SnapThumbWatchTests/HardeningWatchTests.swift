@@ -44,7 +44,8 @@ import SnapThumbTesting
         // It used to wait behind bounce.jpg for as long as that kept coming back.
         eventually("the upload written in place is published", seconds: 20) { h.uploads(in: "done") == ["inplace.jpg"] }
         #expect(h.uploads(in: "failed").isEmpty)
-        #expect(h.uploads(in: "incoming") + h.claimed() == ["bounce.jpg"])
+        // (Two listings: it may move between them while it is retried.)
+        eventually("bounce.jpg is back in incoming/ or claimed") { h.uploads(in: "incoming") + h.claimed() == ["bounce.jpg"] }
     }
 
     @Test func aFailingUploadWithALongNameIsQuarantinedUnderAShortenedName() throws {
@@ -99,13 +100,15 @@ import SnapThumbTesting
     /// Runs `WatchService` in this process, with a fault plan for its isolated jobs,
     /// until `done` holds (or 60 s pass), then shuts it down gracefully.
     func watchInProcess(_ h: WatchHarness, faults: any RunFaults, imageTimeout: Double = 10,
+                        logger: Logger = Logger(label: "watch-test"), rescanInterval: Double? = nil,
                         until done: () -> Bool) async throws {
         var config = WatchConfiguration(uploadDirectory: h.uploads, store: h.store)
         config.settle = 0.5
         config.jobs = 2
         config.imageTimeout = imageTimeout
         config.workerID = "in-process"
-        let service = WatchService(config: config, pipeline: try Pipeline(), registry: nil, logger: Logger(label: "watch-test"),
+        if let rescanInterval { config.rescanInterval = rescanInterval }
+        let service = WatchService(config: config, pipeline: try Pipeline(), registry: nil, logger: logger,
                                    workerExecutable: WatchHarness.binary, faults: faults)
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -133,6 +136,56 @@ import SnapThumbTesting
         #expect(r.message.contains("signal 9"))
         #expect(h.uploads(in: "done") == ["innocent.jpg"])
         #expect(h.claimed().isEmpty)
+    }
+
+    /// A fresh upload that kills the worker process that runs it costs that upload
+    /// one attempt per death, never the daemon: the third death makes it `poison`,
+    /// and the uploads around it are published.
+    @Test func aWorkerThatDiesOnAnUploadCostsThatUploadAnAttemptNeverTheDaemon() async throws {
+        let h = try WatchHarness()
+        try h.drop("bomb.jpg", try TestImages.jpeg(6))
+        for i in 0..<4 { try h.drop("fine-\(i).jpg", try TestImages.jpeg(30 + i)) }
+        let counts = CountDispatches(then: KillWorker(onKeysEndingWith: "bomb.jpg"))
+        try await watchInProcess(h, faults: counts) {
+            h.uploads(in: "failed") == ["bomb.jpg"] && h.uploads(in: "done").count == 4
+        }
+        let r = try record(h, "bomb.jpg")
+        #expect(r.code == "poison" && r.attempts == 3)
+        #expect(counts.count("bomb.jpg") == 3)
+        #expect(h.uploads(in: "done") == (0..<4).map { "fine-\($0).jpg" })
+        #expect(h.claimed().isEmpty)
+    }
+
+    /// An image that never finishes is stopped at the time limit (its worker process
+    /// is killed): that upload is `timeout`, the daemon goes on (it used to exit 70).
+    @Test func anUploadThatNeverFinishesIsTimeoutAndTheDaemonGoesOn() async throws {
+        let h = try WatchHarness()
+        try h.drop("stuck.jpg", try TestImages.jpeg(2))
+        try h.drop("fine.jpg", try TestImages.jpeg(1))
+        try await watchInProcess(h, faults: StopWorker(onKeysEndingWith: "stuck.jpg"), imageTimeout: 1) {
+            h.uploads(in: "failed") == ["stuck.jpg"] && h.uploads(in: "done") == ["fine.jpg"]
+        }
+        #expect(try record(h, "stuck.jpg").code == "timeout")
+        #expect(h.uploads(in: "done") == ["fine.jpg"])
+        #expect(h.claimed().isEmpty)
+    }
+
+    @Test func filesThatArriveAfterAnEventOverflowAreRescanned() async throws {
+        let h = try WatchHarness()
+        for i in 0..<5 { try h.drop("early-\(i).jpg", try TestImages.jpeg(i)) }
+        let log = LogCapture()
+        var dropped = false
+        // Every inotify batch is replaced by an overflow: only rescans can find files.
+        try await watchInProcess(h, faults: OverflowInotify(), logger: Logger(label: "watch-test") { _ in log }, rescanInterval: 3600) {
+            if !dropped, h.uploads(in: "done").count == 5 {
+                dropped = true
+                for i in 0..<5 { try? h.drop("late-\(i).jpg", try TestImages.jpeg(10 + i)) }
+            }
+            return h.uploads(in: "done").count == 10
+        }
+        #expect(h.uploads(in: "done").count == 10)
+        #expect(log.text.contains("inotify queue overflowed"))
+        #expect(h.uploads(in: "failed").isEmpty)
     }
 
     /// The image time limit bounds an isolated job too: a child that never finishes is killed.
@@ -191,4 +244,25 @@ import SnapThumbTesting
         backoff.reset()
         #expect(backoff.next() == 1)
     }
+}
+
+/// Keeps what a logger writes, for tests that run the service in this process.
+final class LogCapture: LogHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        lock.lock()
+        lines.append("\(level) \(message) \(metadata ?? [:])")
+        lock.unlock()
+    }
+
+    var text: String { lock.lock(); defer { lock.unlock() }; return lines.joined(separator: "\n") }
 }

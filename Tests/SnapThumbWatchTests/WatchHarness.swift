@@ -117,6 +117,16 @@ final class WatchHarness {
     }
 
     /// Files under `dir` whose names start with `.tmp-` (temp files of the store and the watcher).
+    /// Processes whose command line mentions this harness's store: the daemons and
+    /// their `snapthumb worker` processes.
+    func processesUsingTheStore() -> Int {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return pids.filter { pid in
+            guard Int(pid) != nil, let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            return String(decoding: data, as: UTF8.self).contains(store)
+        }.count
+    }
+
     func tempFiles(under dir: String) -> [String] {
         guard let walker = FileManager.default.enumerator(atPath: dir) else { return [] }
         return walker.compactMap { $0 as? String }.filter { ($0 as NSString).lastPathComponent.hasPrefix(".tmp-") }

@@ -17,10 +17,22 @@ public enum TempFiles {
         return (pid, parts[2])
     }
 
-    /// Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else).
+    /// Whether a process with this pid exists on this host (EPERM: it exists, owned by
+    /// someone else) and has not exited: a zombie (a worker process orphaned when its
+    /// daemon was killed, under an init that does not reap) writes nothing any more.
     public static func isAlive(pid: Int32) -> Bool {
         guard pid > 0 else { return false }
-        return kill(pid, 0) == 0 || errno == EPERM
+        guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+        return !isZombie(pid: pid)
+    }
+
+    /// Whether /proc says the process has exited and waits to be reaped (state Z or X).
+    static func isZombie(pid: Int32) -> Bool {
+        guard let stat = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return false }
+        // "pid (comm) S …": the state follows the last ')', since comm may hold anything.
+        guard let close = stat.lastIndex(of: UInt8(ascii: ")")), close + 2 < stat.endIndex else { return false }
+        let state = stat[close + 2]
+        return state == UInt8(ascii: "Z") || state == UInt8(ascii: "X")
     }
 
     /// A temp file is stale when its writer is gone (and is not us), or when it is
