@@ -124,7 +124,7 @@ let package = Package(
         // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbCore", "SnapThumbRunner", "VipsKit"],
+            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
             exclude: ["Fixtures"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).

@@ -14,22 +14,10 @@ enum CLI {
         return "\(Fixtures.root)/.build/debug/snapthumb"
     }
 
-    struct Result { let status: Int32; let stdout: String; let stderr: String }
+    typealias Result = ChildProcess.Result
 
     static func run(_ arguments: [String], environment: [String: String] = [:], binary: String = CLI.binary) throws -> Result {
-        let process = Process()
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read before waiting so that a full pipe cannot block the child.
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        try ChildProcess.run(binary, arguments, environment: environment)
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SnapThumbCore
 @testable import SnapThumbS3
+import SnapThumbTesting
 import VipsKit
 
 /// Paths of this checkout.
@@ -154,24 +155,12 @@ final class FaultProxy: @unchecked Sendable {
 
 /// Runs the built `snapthumb`.
 enum CLI {
-    struct Result { let status: Int32; let stdout: String; let stderr: String }
+    typealias Result = ChildProcess.Result
 
+    /// Without the caller's AWS settings: every test names its own endpoint and keys.
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        var env = ProcessInfo.processInfo.environment
-        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"] {
-            env[name] = nil
-        }
-        process.environment = env.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: Repo.binary)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        try ChildProcess.run(Repo.binary, arguments, environment: environment, unset: [
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
+        ])
     }
 }

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Runs a program to its end and returns its exit status and output, for tests that run
+/// the built `snapthumb`. Both pipes are drained at once (stderr on its own thread), so a
+/// child that fills one of them while we wait on the other cannot hang the test.
+public enum ChildProcess {
+    public struct Result: Sendable {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
+    }
+
+    /// - Parameters:
+    ///   - environment: added to (and overriding) this process's environment.
+    ///   - unset: names removed from the inherited environment first (say, credentials).
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                           unset: [String] = []) throws -> Result {
+        let process = Process()
+        var inherited = ProcessInfo.processInfo.environment
+        for name in unset { inherited[name] = nil }
+        process.environment = inherited.merging(environment) { $1 }
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stderr = Drain(err.fileHandleForReading)
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr.wait(), as: UTF8.self))
+    }
+
+    /// Reads one pipe to its end on a thread of its own.
+    private final class Drain: @unchecked Sendable {  // `data` is written before `done` signals, read after.
+        private var data = Data()
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ handle: FileHandle) {
+            Thread.detachNewThread { [self] in
+                data = handle.readDataToEndOfFile()
+                done.signal()
+            }
+        }
+
+        func wait() -> Data {
+            done.wait()
+            return data
+        }
+    }
+}
