@@ -28,7 +28,7 @@
 	X(vips_extract_area) X(vips_icc_transform) X(vips_colourspace) X(vips_cast) X(vips_linear1) \
 	X(vips_bandjoin2) X(vips_array_double_new) X(vips_flatten) X(vips_area_unref) \
 	X(vips_premultiply) X(vips_unpremultiply) X(vips_extract_band) X(vips_bandjoin_const1) \
-	X(vips_jpegsave_buffer) X(vips_image_write_to_memory) X(vips_image_set_kill) \
+	X(vips_jpegsave_buffer) X(vips_heifsave_buffer) X(vips_image_write_to_memory) X(vips_image_set_kill) \
 	X(vips_image_new_from_memory_copy) \
 	X(g_free) X(g_object_unref) X(g_log_set_handler)
 
@@ -77,6 +77,7 @@ SNAP_VIPS_SYMBOLS(SNAP_DECLARE)
 #define vips_extract_band snap_dl_vips_extract_band
 #define vips_bandjoin_const1 snap_dl_vips_bandjoin_const1
 #define vips_jpegsave_buffer snap_dl_vips_jpegsave_buffer
+#define vips_heifsave_buffer snap_dl_vips_heifsave_buffer
 #define vips_image_write_to_memory snap_dl_vips_image_write_to_memory
 #define vips_image_set_kill snap_dl_vips_image_set_kill
 #define vips_image_new_from_memory_copy snap_dl_vips_image_new_from_memory_copy
@@ -327,6 +328,35 @@ snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_
 		"interlace", interlace ? TRUE : FALSE,
 		"subsample_mode", (VipsForeignSubsample) subsample,
 		NULL);
+}
+
+int
+snap_heifsave(VipsImage *in, void **buf, size_t *len, int av1, int quality, int effort)
+{
+	/* 4:4:4, 8 bits, nothing but the pixels (the image comes from packed RGB
+	 * and has no metadata; strip says so anyway). The encoder is named rather
+	 * than "auto", so that another AV1 plugin installed later cannot change
+	 * the bytes under the same recipe. */
+	return vips_heifsave_buffer(in, buf, len,
+		"Q", quality,
+		"compression", av1 ? VIPS_FOREIGN_HEIF_COMPRESSION_AV1 : VIPS_FOREIGN_HEIF_COMPRESSION_HEVC,
+		"encoder", av1 ? VIPS_FOREIGN_HEIF_ENCODER_AOM : VIPS_FOREIGN_HEIF_ENCODER_X265,
+		"effort", effort,
+		"subsample_mode", VIPS_FOREIGN_SUBSAMPLE_OFF,
+		"bitdepth", 8,
+		"lossless", FALSE,
+		"strip", TRUE,
+		NULL);
+}
+
+const char *
+snap_heif_version(void)
+{
+	/* libheif is libvips' dependency, loaded with it (RTLD_GLOBAL): ask it. */
+	if (!__atomic_load_n(&snap_vips_loaded, __ATOMIC_ACQUIRE))
+		return NULL;
+	const char *(*get)(void) = (const char *(*)(void)) dlsym(RTLD_DEFAULT, "heif_get_version");
+	return get ? get() : NULL;
 }
 
 int

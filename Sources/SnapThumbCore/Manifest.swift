@@ -91,6 +91,8 @@ public struct Recipe: Sendable, Equatable, Codable {
     public var libvips: String
     public var imagequant: String
     public var zlib: String
+    /// libheif's version, when a modern square is made (absent otherwise).
+    public var libheif: String?
     public var settings: OutputSettings
 
     /// The part of `Settings` that changes output bytes (limits and strictness
@@ -115,6 +117,7 @@ public struct Recipe: Sendable, Equatable, Codable {
         libvips = Vips.version
         imagequant = Vips.imagequantVersion
         zlib = Vips.zlibVersion
+        libheif = settings.square.modern == nil ? nil : (HEIF.libheifVersion ?? "unknown")
         self.settings = output
         digest = ""
         let encoder = JSONEncoder()
@@ -124,7 +127,7 @@ public struct Recipe: Sendable, Equatable, Codable {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax, chroma }
+    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         try c.encode(size, forKey: .size)
@@ -133,6 +136,12 @@ extension Settings.SquareSettings {
         try c.encode(qualityMin, forKey: .qualityMin)
         try c.encode(qualityMax, forKey: .qualityMax)
         try c.encode(chroma.rawValue, forKey: .chroma)
+        // Only when asked for: without a modern square the recipe (and its digest) is
+        // what it was before the setting existed, so existing stores are not redone.
+        if let modern {
+            try c.encode(modern.rawValue, forKey: .modern)
+            try c.encode(modernEffort, forKey: .modernEffort)
+        }
     }
 }
 

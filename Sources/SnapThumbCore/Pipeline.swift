@@ -34,6 +34,7 @@ public struct Pipeline: Sendable {
         .grid,                // pixel.grid × pixel.grid block means of the same crop
         .pixelArt,            // palette, pixel25 and pixel100 PNGs within their budgets
         .encodeWithinBudget,  // square100: the best JPEG quality that fits its budget
+        .encodeModernWithinBudget, // square100-avif/-heic, only when asked: the same pixels, same budget
         .hash,                // SHA-256 of every variant: content-addressed blobs
     ]
 
@@ -44,6 +45,7 @@ public struct Pipeline: Sendable {
     /// orchestrates workers (backfill, bench) never loads it.
     public init(settings: Settings = Settings()) throws {
         try settings.validate()
+        if let codec = settings.square.modern { try ModernEncoderCheck.require(codec) }
         self.settings = settings
         recipe = Recipe(settings: settings)
     }

@@ -81,6 +81,13 @@ public struct Settings: Sendable, Equatable, Codable {
         /// Chroma subsampling: 4:4:4 scores higher than 4:2:0 at equal bytes on
         /// 100 px squares (README: Quality per byte).
         public var chroma: JPEG.Chroma = .c444
+        /// A second square of the same pixels in AVIF or HEIC under the same budget
+        /// (`square100-avif`, `square100-heic`); nil (the default): none.
+        public var modern: HEIF.Codec? = nil
+        /// libvips' heifsave effort for it, 0–9 (libaom speed 9 − effort), chosen from
+        /// measured quality and time (docs/performance.md: Modern variant).
+        public var modernEffort = Settings.SquareSettings.defaultModernEffort
+        public static let defaultModernEffort = 2
         public init() {}
     }
 
@@ -137,7 +144,7 @@ extension Settings.Limits {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax, chroma }
+    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
         try rejectUnknownKeys(decoder, Keys.self, in: "square")
@@ -159,6 +166,19 @@ extension Settings.SquareSettings {
             }
             chroma = value
         }
+        if let text = try c.decodeIfPresent(String.self, forKey: .modern) {
+            modern = try Settings.SquareSettings.parseModern(text, source: "square.modern")
+        }
+        modernEffort = try c.decodeIfPresent(Int.self, forKey: .modernEffort) ?? modernEffort
+    }
+
+    /// `avif`, `heic` or `none` (nil).
+    public static func parseModern(_ text: String, source: String) throws -> HEIF.Codec? {
+        if text.lowercased() == "none" { return nil }
+        guard let codec = HEIF.Codec(rawValue: text.lowercased()) else {
+            throw SnapError(.config, "\(source) must be avif, heic or none (got '\(text)')")
+        }
+        return codec
     }
 }
 
@@ -212,6 +232,7 @@ extension Settings {
                   "JPEG quality range must lie within 1–100 (got \(square.qualityMin)–\(square.qualityMax))")
         try check(square.qualityMin <= square.qualityMax,
                   "JPEG quality minimum \(square.qualityMin) is above the maximum \(square.qualityMax)")
+        try check((0...9).contains(square.modernEffort), "square.modernEffort must be 0–9 (got \(square.modernEffort))")
         for (name, budget) in [("square budget", square.budget), ("pixel100 budget", pixel.budget), ("pixel25 budget", pixel.gridBudget)] {
             if let budget { try check(budget >= 64, "\(name) must be at least 64 bytes, or none (got \(budget))") }
         }

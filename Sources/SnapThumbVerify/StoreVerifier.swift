@@ -100,6 +100,10 @@ public enum StoreVerifier {
             if size != variant.bytes {
                 problems.append("\(entry.path): variant \(name) says \(variant.bytes) bytes, blob has \(size)")
             }
+            if let limit = variant.budget, !Budget(limit: limit, mode: variant.budgetMode).fits(size) {
+                let measure = variant.budgetMode == .inline ? "\(Budget.base64Length(size)) base64 characters" : "\(size) bytes"
+                problems.append("\(entry.path): variant \(name) is \(measure), over its budget of \(limit) (\(variant.budgetMode.rawValue) mode)")
+            }
         }
         return problems
     }

@@ -216,6 +216,9 @@ public final class VImage: @unchecked Sendable {
         return Array(UnsafeRawBufferPointer(start: buffer, count: length))
     }
 
+    /// The libvips image, for a wrapper in this module (the pointer must not escape `body`).
+    func withPointer<T>(_ body: (UnsafeMutablePointer<VipsImage>) throws -> T) rethrows -> T { try body(pointer) }
+
     /// The pixels, packed row by row, band by band.
     public func pixels() throws -> [UInt8] {
         var buffer: UnsafeMutableRawPointer?

@@ -40,6 +40,12 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Chroma subsampling of the square JPEG: 444 (full) or 420 (halved). [default: 444]", valueName: "444|420"))
     var chroma: String?
 
+    @Option(name: .long, help: ArgumentHelp("Also make the square in a modern format, for clients that decode it (iOS 16+): avif or heic (4:4:4, the same pixels and budget as the JPEG; manifest variant square100-avif or square100-heic), or none. [default: none]", valueName: "avif|heic|none"))
+    var modern: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("CPU effort of the --modern encoder, 0–9 (libaom speed 9 − effort; HEIC ignores it). [default: \(Settings.SquareSettings.defaultModernEffort)]", valueName: "0-9"))
+    var modernEffort: String?
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
     var grid: String?
 
@@ -131,6 +137,11 @@ struct PipelineOptions: ParsableArguments {
                 }
                 settings.square.chroma = value
             }, show: { $0.square.chroma.rawValue }),
+            Entry(flag: "modern", key: "square.modern", given: modern, apply: { settings, text, source in
+                settings.square.modern = try Settings.SquareSettings.parseModern(text, source: "\(source)")
+            }, show: { $0.square.modern?.rawValue ?? "none" }),
+            Entry(flag: "modern-effort", key: "square.modernEffort", given: modernEffort, apply: count(0) { $0.square.modernEffort = $1 },
+                  show: { "\($0.square.modernEffort)" }),
             Entry(flag: "grid", key: "pixel.grid", given: grid, apply: count(1) { $0.pixel.grid = $1 }, show: { "\($0.pixel.grid)" }),
             Entry(flag: "colours", key: "pixel.colours", given: colours, apply: count(1) { $0.pixel.colours = $1 }, show: { "\($0.pixel.colours)" }),
             Entry(flag: "palette", key: "pixel.palette", given: palette, apply: { settings, text, source in

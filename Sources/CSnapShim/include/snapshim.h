@@ -83,6 +83,12 @@ int snap_from_memory(const void *pixels, int width, int height, int bands, int c
 void snap_kill(VipsImage *image);
 /* Encode a stripped JPEG (progressive if interlace). subsample: VipsForeignSubsample. */
 int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace);
+/* A stripped 8-bit 4:4:4 HEIF of `in`: AV1 (AVIF, libheif's aom encoder) when av1
+ * is set, else HEVC (HEIC, x265). quality 1–100, effort 0–9 (libheif speed 9 - effort).
+ * Free the buffer with snap_g_free. */
+int snap_heifsave(VipsImage *in, void **buf, size_t *len, int av1, int quality, int effort);
+/* libheif's version (loaded with libvips), or NULL before snap_init or when it cannot be found. */
+const char *snap_heif_version(void);
 
 /* ==== libjpeg decoding (jpeg_decode.c) ==== */
 
