@@ -11,6 +11,13 @@ within each budget and is scored against the reference with SSIMULACRA2 (PyPI
   <label>            the same with another snapthumb binary (--baseline LABEL=PATH)
   libjpeg-420/444    Pillow's libjpeg-turbo on the reference pixels, optimised
                      Huffman, baseline, the highest quality that fits (binary search)
+  avif-e<N>          with --modern avif (or heic): the modern square
+  (heic-e<N>)        (square100-avif / -heic) of `snapthumb process --modern avif
+                     --modern-effort N`, for each N of --modern-efforts; decoded to
+                     PNG with `vips copy` for scoring. A second table gives its
+                     encodes and CPU time: the CPU of that run less the CPU of the
+                     plain snapthumb run, per image and per encode (run it under
+                     `flock /work/notes/measure.lock` on a shared machine)
 
 Prints a Markdown table (mean per budget) and writes per-image rows as TSV.
 Run through Benchmarks/quality/run.sh, which prepares the venv.
@@ -55,18 +62,31 @@ def libjpeg_fit(img, budget, subsampling):
     return best if best is not None else enc(1)
 
 
-def snapthumb_squares(binary, files, budget, workdir, extra):
-    """square100 bytes per file from one `snapthumb process` run."""
+def snapthumb_squares(binary, files, budget, workdir, extra, variant_name="square100"):
+    """(bytes per file, encodes per file, CPU seconds) of one `snapthumb process` run."""
     store = tempfile.mkdtemp(dir=workdir)
+    before = os.times()
     out = subprocess.run([binary, "process", *files, "--store", store, "--budget", str(budget), *extra],
                          capture_output=True, text=True, check=False)
-    result = {}
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    result, encodes = {}, {}
     for line in out.stdout.splitlines():
         manifest = json.loads(line)
-        variant = manifest["variants"]["square100"]
+        variant = manifest["variants"][variant_name]
         with open(os.path.join(store, variant["path"]), "rb") as f:
             result[manifest["key"]] = f.read()
-    return result
+        encodes[manifest["key"]] = variant["encodes"]
+    if out.returncode != 0:
+        print(out.stderr, file=sys.stderr)
+    return result, encodes, cpu
+
+
+def as_png(path):
+    """A PNG copy of an AVIF/HEIC for the scorers (Pillow and butteraugli read PNG)."""
+    png = path + ".png"
+    subprocess.run(["vips", "copy", path, png], check=True)
+    return png
 
 
 def butteraugli(ref_png, dist_path):
@@ -84,6 +104,8 @@ def main():
     ap.add_argument("--side", type=int, default=100)
     ap.add_argument("--tsv", help="write per-image scores here")
     ap.add_argument("--extra", default="", help="extra flags for the snapthumb side, space-separated")
+    ap.add_argument("--modern", choices=["avif", "heic"], help="also score snapthumb's modern square")
+    ap.add_argument("--modern-efforts", default="2", help="--modern-effort values to score, comma-separated")
     args = ap.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     files = sorted(args.photos)
@@ -101,21 +123,37 @@ def main():
         label, _, path = spec.partition("=")
         contenders.append((label, path, []))
 
+    efforts = [int(e) for e in args.modern_efforts.split(",")] if args.modern else []
     rows = []  # (budget, contender, key, bytes, ssimulacra2, butteraugli)
+    timing = []  # (budget, label, mean encodes, CPU ms per image over plain snapthumb, ms per encode)
     for budget in budgets:
         outputs = {}
+        plain_cpu = None
         for label, binary, extra in contenders:
-            outputs[label] = snapthumb_squares(binary, files, budget, work, extra)
+            outputs[label], _, cpu = snapthumb_squares(binary, files, budget, work, extra)
+            if label == "snapthumb":
+                plain_cpu = cpu
+        for effort in efforts:
+            label = f"{args.modern}-e{effort}"
+            extra = args.extra.split() + ["--modern", args.modern, "--modern-effort", str(effort)]
+            outputs[label], encodes, cpu = snapthumb_squares(args.snapthumb, files, budget, work, extra,
+                                                             variant_name=f"square100-{args.modern}")
+            total = sum(encodes.values())
+            extra_ms = (cpu - plain_cpu) * 1000
+            timing.append((budget, label, total / max(1, len(encodes)), extra_ms / max(1, len(encodes)),
+                           extra_ms / max(1, total)))
         for k in keys:
             ref_img = Image.open(refs[k]).convert("RGB")
             outputs.setdefault("libjpeg-420", {})[k] = libjpeg_fit(ref_img, budget, "4:2:0")
             outputs.setdefault("libjpeg-444", {})[k] = libjpeg_fit(ref_img, budget, "4:4:4")
         for label, per_key in outputs.items():
             for k, data in per_key.items():
-                path = os.path.join(work, f"{budget}-{label}-{k}.jpg")
+                modern = label.startswith(("avif-", "heic-"))
+                path = os.path.join(work, f"{budget}-{label}-{k}.{label[:4] if modern else 'jpg'}")
                 with open(path, "wb") as f:
                     f.write(data)
-                rows.append((budget, label, k, len(data), compute_ssimulacra2(refs[k], path), butteraugli(refs[k], path)))
+                scored = as_png(path) if modern else path
+                rows.append((budget, label, k, len(data), compute_ssimulacra2(refs[k], scored), butteraugli(refs[k], scored)))
         print(f"budget {budget}: done", file=sys.stderr)
 
     if args.tsv:
@@ -124,7 +162,7 @@ def main():
             for r in rows:
                 f.write("\t".join(str(x) for x in r) + "\n")
 
-    labels = [c[0] for c in contenders] + ["libjpeg-420", "libjpeg-444"]
+    labels = [c[0] for c in contenders] + ["libjpeg-420", "libjpeg-444"] + [f"{args.modern}-e{e}" for e in efforts]
     print(f"Measured {time.strftime('%Y-%m-%d')} on {len(files)} photos, {args.side} px square; "
           "mean SSIMULACRA2 (higher is better) / mean butteraugli (lower is better) / mean bytes.\n")
     print("| budget | " + " | ".join(labels) + " |")
@@ -139,6 +177,13 @@ def main():
             cells.append("%.1f / %.2f / %d" % (statistics.mean(r[4] for r in sel), statistics.mean(r[5] for r in sel),
                                                 statistics.mean(r[3] for r in sel)))
         print(f"| {budget} B | " + " | ".join(cells) + " |")
+    if timing:
+        print(f"\n{args.modern} encodes per image / CPU ms per image more than snapthumb without it / CPU ms per encode:\n")
+        print("| budget | " + " | ".join(f"{args.modern}-e{e}" for e in efforts) + " |")
+        print("|---:|" + "---:|" * len(efforts))
+        for budget in budgets:
+            cells = ["%.2f / %.1f / %.1f" % t[2:] for t in timing if t[0] == budget]
+            print(f"| {budget} B | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
