@@ -140,7 +140,8 @@ extension Settings.SquareSettings {
         // what it was before the setting existed, so existing stores are not redone.
         if let modern {
             try c.encode(modern.rawValue, forKey: .modern)
-            try c.encode(modernEffort, forKey: .modernEffort)
+            // x265 ignores the effort (same bytes at 0 and 9): only AVIF's recipe names it.
+            if modern == .avif { try c.encode(modernEffort, forKey: .modernEffort) }
         }
     }
 }

@@ -68,7 +68,11 @@ struct ModernSquareTests {
         #expect(recipe.libheif?.isEmpty == false)
         var otherEffort = settings
         otherEffort.square.modernEffort = settings.square.modernEffort == 0 ? 1 : 0
-        #expect(Recipe(settings: otherEffort).digest != recipe.digest, "the effort changes the bytes, so it is in the recipe")
+        if codec == .avif {
+            #expect(Recipe(settings: otherEffort).digest != recipe.digest, "the effort changes AVIF's bytes, so it is in the recipe")
+        } else {
+            #expect(Recipe(settings: otherEffort).digest == recipe.digest, "x265 ignores the effort: HEIC's recipe does not name it")
+        }
         let json = String(decoding: try JSONEncoder().encode(recipe.settings), as: UTF8.self)
         #expect(json.contains("\"modern\":\"\(codec.rawValue)\""))
     }
