@@ -166,27 +166,37 @@ struct ModernSquareTests {
 
     @Test("the search: never over budget, few encodes, degraded below its floor, budget when quality 1 does not fit")
     func search() throws {
-        // Sizes like a HEIF's: a container plus a coded image growing about exponentially with quality.
-        func size(_ q: Int, detail: Double) -> Int { 280 + Int(exp(detail + 0.04 * Double(q))) }
-        var encodes: [Int] = []
-        for detail in stride(from: 4.0, through: 6.75, by: 0.25) {
-            for budget in [1500, 2300, 3072, 4096] {
-                var tried: [Int] = []
-                let fitted = try ModernBudgetSearch.fit(budget: Budget(limit: budget, mode: .bytes), codec: .avif, start: 50) { q in
-                    tried.append(q)
-                    return [UInt8](repeating: 0, count: size(q, detail: detail))
-                }
-                #expect(fitted.bytes.count <= budget)
-                #expect(fitted.encodes == tried.count)
-                // The answer is the best quality that fits, or fills the budget.
-                let q = fitted.quality!
-                #expect(q == 100 || size(q + 1, detail: detail) > budget || Double(fitted.bytes.count) >= ModernBudgetSearch.fill * Double(budget))
-                #expect(fitted.degraded == (q < ModernBudgetSearch.floor))
-                encodes.append(fitted.encodes)
-            }
+        // Sizes like a HEIF's: the model's curve, steeper or flatter per image, with a wiggle
+        // (neighbouring qualities share a quantiser); and a plain exponential the model does not know.
+        let model = ModernBudgetSearch.Model.avif
+        func curve(_ q: Int, a: Double, b: Double) -> Int {
+            Int(exp(a + b * model.shape(Double(q)))) + (q % 3) * 7
         }
-        let mean = Double(encodes.reduce(0, +)) / Double(encodes.count)
-        #expect(mean <= 3.0, "mean encodes \(mean)")
+        func plain(_ q: Int, a: Double, b: Double) -> Int { 280 + Int(exp(a - 1 + 0.04 * Double(q))) }
+        for (name, size, limit) in [("model", curve, 3.0), ("exponential", plain, 4.0)] as [(String, (Int, Double, Double) -> Int, Double)] {
+            var encodes: [Int] = []
+            for a in stride(from: 6.6, through: 8.4, by: 0.2) {
+                for b in [0.8, 1.0, 1.25] {
+                    for budget in [1500, 2300, 3072, 4096] where size(1, a, b) <= budget {
+                        var tried: [Int] = []
+                        let fitted = try ModernBudgetSearch.fit(budget: Budget(limit: budget, mode: .bytes), codec: .avif, start: 50) { q in
+                            tried.append(q)
+                            return [UInt8](repeating: 0, count: size(q, a, b))
+                        }
+                        #expect(fitted.bytes.count <= budget)
+                        #expect(fitted.encodes == tried.count)
+                        // The answer is quality 100, or the next quality up does not fit, or it fills the budget.
+                        let q = fitted.quality!
+                        #expect(q == 100 || size(q + 1, a, b) > budget || Double(fitted.bytes.count) >= ModernBudgetSearch.fill * Double(budget),
+                                "\(name) a=\(a) b=\(b) budget \(budget): q \(q), tried \(tried)")
+                        #expect(fitted.degraded == (q < ModernBudgetSearch.floor))
+                        encodes.append(fitted.encodes)
+                    }
+                }
+            }
+            let mean = Double(encodes.reduce(0, +)) / Double(encodes.count)
+            #expect(encodes.count > 50 && mean <= limit, "\(name): mean encodes \(mean) over \(encodes.count) searches")
+        }
 
         // A hard image: only low qualities fit, marked degraded.
         let low = try ModernBudgetSearch.fit(budget: Budget(limit: 1500, mode: .bytes), codec: .avif, start: 50) { q in

@@ -10,7 +10,7 @@ extension PipelineStep {
         let square = snap.settings.square, rgb = snap.square, limit = snap.settings.squareBudget
         let budget = limit.map { Budget(limit: $0, mode: snap.settings.budgetMode) }
         let fitted = try ModernBudgetSearch.fit(
-            budget: budget, codec: codec, start: budget.map { ModernBudgetSearch.firstGuess(rgb: rgb, side: square.size, budget: $0) },
+            budget: budget, codec: codec, start: budget.map { ModernBudgetSearch.firstGuess(rgb: rgb, side: square.size, budget: $0, codec: codec) },
             encode: { try HEIF.encode(rgb: rgb, width: square.size, height: square.size, codec: codec, quality: $0, effort: square.modernEffort) })
         snap.encoded.append(EncodedVariant(name: ModernBudgetSearch.variantName(codec), fitted: fitted, mediaType: codec.mediaType,
                                            side: square.size, budget: limit))
@@ -20,39 +20,83 @@ extension PipelineStep {
 /// Finds the highest heifsave quality (1–100) whose AVIF or HEIC fits the budget, in
 /// few encodes: each costs milliseconds (docs/performance.md: Modern variant).
 ///
-/// A 100 px HEIF is a container of about 280 bytes around the coded image, whose size
-/// grows about exponentially with the quality: ln(bytes − `container`) is close to a
-/// line in the quality. The first guess comes from the pixels (the JPEG model's measure
-/// of detail, `JPEGBudgetSearch.Model.predictedLogSize90`) and the budget; each later
-/// guess draws the line through the nearest fitting and failing encodes (one point: the
-/// typical slope) and solves it for the budget. The search stops at the first encode that
-/// fits and fills `fill` of the budget, at quality 100, or one step under a miss. The path
-/// depends only on the pixels: the answer is deterministic.
+/// Modelled like square100's JPEG search: the size of a 100 px HEIF against quality has a
+/// typical shape per codec (`Model.shapeTable`: the mean ln(size(q) / size(50)) over the
+/// 120 corpus snaps at effort 2; it steepens towards 100, where libheif's qualities map onto
+/// libaom's finest quantisers, and x265's flattens above 95). The first guess comes from
+/// the pixels: ln size(50) is predicted from the JPEG model's measure of detail
+/// (`JPEGBudgetSearch.Model.predictedLogSize90` of the same pixels). Each later guess fits
+/// `ln size = a + b · shape(q)` through the nearest fitting and failing encodes (one point:
+/// b = 1), solves it for the budget, and stays a quarter of the bracket away from its ends,
+/// so that a flat stretch of the curve cannot make it crawl. The search stops at the first
+/// encode that fits and fills `fill` of the budget, at quality 100, or one step under a
+/// miss. The path depends only on the pixels: the answer is deterministic.
 ///
 /// Below `floor` the result is marked degraded; when even quality 1 does not fit, the
-/// upload fails as `budget`, like square100 (which, being larger at equal quality, fails first).
+/// upload fails as `budget`, like square100 (which, larger at every quality, fails first).
 enum ModernBudgetSearch {
     /// The manifest's name of the modern square.
     static func variantName(_ codec: HEIF.Codec) -> String { "square100-\(codec.rawValue)" }
 
     static let range = 1...100
-    /// Below this quality the picture visibly loses detail (docs/performance.md): degraded.
+    /// Below this quality the picture visibly smears fine detail (docs/performance.md): degraded.
     static let floor = 20
     /// An encode that fits and reaches this share of the budget ends the search.
     static let fill = 0.92
     /// Guesses aim this far under the budget.
     static let aim = 0.97
-    /// Bytes of the HEIF container (ftyp, meta, iloc, properties) around the coded image.
-    static let container = 280.0
-    /// Typical d ln(coded bytes) / d quality (measured on the corpus).
-    static let slope = 0.035
-    /// First guess: quality ≈ c0 + c1 · (ln allowed − predicted ln JPEG size at q90).
-    static let prior = (c0: 62.0, c1: 30.0)
+
+    /// How a codec's size grows with quality (fitted on the 120 corpus snaps, effort 2).
+    struct Model: Sendable {
+        /// Qualities at which `shapeTable` is measured.
+        static let points: [Double] = [1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85,
+                                       90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100]
+        /// Mean ln(size(q) / size(50)) at `points`.
+        let shapeTable: [Double]
+        /// ln size(50) ≈ c0 + detail · (predicted ln JPEG size at quality 90 of the same pixels).
+        let prior: (c0: Double, detail: Double)
+
+        /// Per-image residual of the shape 0.09 in ln size; prior residual 0.12 (rms).
+        static let avif = Model(
+            shapeTable: [-1.065, -0.980, -0.880, -0.791, -0.676, -0.581, -0.476, -0.368, -0.246, -0.122, 0.000, 0.174,
+                         0.305, 0.416, 0.508, 0.612, 0.743, 0.956, 1.192, 1.192, 1.288, 1.415, 1.415, 1.555, 1.555,
+                         1.746, 1.965, 1.965, 2.341],
+            prior: (-2.5337, 1.1377))
+        /// Per-image residual of the shape 0.08; prior residual 0.15.
+        static let heic = Model(
+            shapeTable: [-1.293, -1.256, -1.209, -1.100, -1.005, -0.840, -0.717, -0.516, -0.371, -0.153, 0.000, 0.226,
+                         0.378, 0.605, 0.760, 1.000, 1.170, 1.437, 1.605, 1.681, 1.681, 1.748, 1.748, 1.752, 1.752,
+                         1.752, 1.752, 1.752, 1.752],
+            prior: (-0.5485, 0.9378))
+
+        static func of(_ codec: HEIF.Codec) -> Model { codec == .avif ? .avif : .heic }
+
+        /// The typical curve at any quality (linear between the table's points, extended at the ends).
+        func shape(_ q: Double) -> Double {
+            let points = Model.points
+            var i = 0
+            while i < points.count - 2 && q > points[i + 1] { i += 1 }
+            let t = (q - points[i]) / (points[i + 1] - points[i])
+            return shapeTable[i] + t * (shapeTable[i + 1] - shapeTable[i])
+        }
+
+        /// The lowest quality whose shape value reaches `value` (the curve never falls).
+        func inverseShape(_ value: Double) -> Double {
+            var low = -40.0, high = 140.0
+            for _ in 0..<40 {
+                let mid = (low + high) / 2
+                if shape(mid) < value { low = mid } else { high = mid }
+            }
+            return low
+        }
+    }
 
     /// The first quality to try for `rgb` under `budget`.
-    static func firstGuess(rgb: [UInt8], side: Int, budget: Budget) -> Int {
+    static func firstGuess(rgb: [UInt8], side: Int, budget: Budget, codec: HEIF.Codec) -> Int {
+        let model = Model.of(codec)
         let detail = JPEGBudgetSearch.Model.c444.predictedLogSize90(rgb: rgb, side: side)
-        let guess = prior.c0 + prior.c1 * (log(allowed(budget)) - detail)
+        let size50 = model.prior.c0 + model.prior.detail * detail
+        let guess = model.inverseShape(log(aim * allowed(budget)) - size50)
         return min(max(Int(guess.rounded(.down)), range.lowerBound), range.upperBound)
     }
 
@@ -67,9 +111,9 @@ enum ModernBudgetSearch {
         guard let budget else {
             return Fitted(bytes: try run(range.upperBound), quality: range.upperBound, encodes: encodes, degraded: false)
         }
+        let model = Model.of(codec)
         let allowed = allowed(budget)
-        func coded(_ size: Double) -> Double { log(max(size - container, 16)) }
-        let target = coded(allowed * aim)
+        let target = log(allowed * aim)
 
         var fit: (q: Int, bytes: [UInt8])?
         var fail: (q: Int, size: Int)?
@@ -83,18 +127,21 @@ enum ModernBudgetSearch {
             let high = fail?.q ?? range.upperBound + 1
             if high - low <= 1 { break }
 
-            var rate = slope
+            var slope = 1.0
             let reference: (q: Int, size: Int)
             if let fit, let fail {
-                rate = max(0.005, (coded(Double(fail.size)) - coded(Double(fit.bytes.count))) / Double(fail.q - fit.q))
-                reference = (fit.q, fit.bytes.count)
+                let spread = model.shape(Double(fail.q)) - model.shape(Double(fit.q))
+                if spread > 0 { slope = min(max((log(Double(fail.size)) - log(Double(fit.bytes.count))) / spread, 0.5), 2) }
+                reference = fail
             } else if let fail {
                 reference = fail
             } else {
                 reference = (fit!.q, fit!.bytes.count)
             }
-            let predicted = Double(reference.q) + (target - coded(Double(reference.size))) / rate
-            guess = min(max(Int(predicted.rounded(.down)), low + 1), high - 1)
+            let offset = log(Double(reference.size)) - slope * model.shape(Double(reference.q))
+            let predicted = Int(model.inverseShape((target - offset) / slope).rounded(.down))
+            let margin = fit != nil && fail != nil ? max(1, (high - low) / 4) : 1
+            guess = min(max(predicted, low + margin), high - margin)
         }
         if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: fit.q < floor) }
         throw SnapError(.budget, "even at \(codec == .avif ? "AVIF" : "HEIC") quality \(range.lowerBound) \(variantName(codec)) is \(fail!.size) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
