@@ -87,7 +87,7 @@ public struct Settings: Sendable, Equatable, Codable {
         /// libvips' heifsave effort for it, 0–9 (libaom speed 9 − effort), chosen from
         /// measured quality and time (docs/performance.md: Modern variant).
         public var modernEffort = Settings.SquareSettings.defaultModernEffort
-        public static let defaultModernEffort = 2
+        public static let defaultModernEffort = 1
         public init() {}
     }
 
