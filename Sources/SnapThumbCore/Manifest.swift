@@ -93,6 +93,9 @@ public struct Recipe: Sendable, Equatable, Codable {
     public var zlib: String
     /// libheif's version, when a modern square is made (absent otherwise).
     public var libheif: String?
+    /// 1 on a one-CPU host making AVIF, absent otherwise: libaom's bytes with one thread differ
+    /// from its bytes with several (which all agree), and libheif gives it one per CPU.
+    public var aomThreads: Int?
     public var settings: OutputSettings
 
     /// The part of `Settings` that changes output bytes (limits and strictness
@@ -118,6 +121,7 @@ public struct Recipe: Sendable, Equatable, Codable {
         imagequant = Vips.imagequantVersion
         zlib = Vips.zlibVersion
         libheif = settings.square.modern == nil ? nil : (HEIF.libheifVersion ?? "unknown")
+        aomThreads = settings.square.modern == .avif && HEIF.aomThreads == 1 ? 1 : nil
         self.settings = output
         digest = ""
         let encoder = JSONEncoder()

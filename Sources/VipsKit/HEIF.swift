@@ -23,6 +23,11 @@ public enum HEIF {
         return try image.heif(codec: codec, quality: quality, effort: effort)
     }
 
+    /// The threads libheif gives libaom: one per online CPU, at most 64
+    /// (`std::thread::hardware_concurrency`; libvips 8.14's heifsave cannot set them). libaom
+    /// makes the same bytes with any number above one, other bytes with one.
+    public static var aomThreads: Int { min(max(sysconf(Int32(_SC_NPROCESSORS_ONLN)), 1), 64) }
+
     /// libheif's version, e.g. `1.15.1` (libvips is started to ask it).
     public static var libheifVersion: String? {
         guard (try? Vips.start()) != nil, let raw = snap_heif_version() else { return nil }

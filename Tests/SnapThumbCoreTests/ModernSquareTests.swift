@@ -66,6 +66,9 @@ struct ModernSquareTests {
         let recipe = Recipe(settings: settings)
         #expect(recipe.digest != Recipe(settings: Settings()).digest)
         #expect(recipe.libheif?.isEmpty == false)
+        // A one-CPU host would make other AVIF bytes: its recipe says so; this host has more.
+        #expect(HEIF.aomThreads >= 1)
+        #expect(recipe.aomThreads == (codec == .avif && HEIF.aomThreads == 1 ? 1 : nil))
         var otherEffort = settings
         otherEffort.square.modernEffort = settings.square.modernEffort == 0 ? 1 : 0
         if codec == .avif {
