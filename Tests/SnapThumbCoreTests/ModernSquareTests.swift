@@ -258,6 +258,28 @@ struct ModernSquareTests {
         #expect(try StoreVerifier.verify(root: store).isClean)
     }
 
+    @Test("the schema takes the modern variant with its media type and quality, and nothing looser")
+    func schema() throws {
+        let upload = try Self.upload { $0.square.modern = .avif }
+        let validator = try ManifestSchema.validator()
+        let object = try #require(try JSONSerialization.jsonObject(with: upload.manifest.json()) as? [String: Any])
+        #expect(validator.validate(object: object) == [])
+        func with(_ edit: (inout [String: Any]) -> Void) -> [String] {
+            var variants = object["variants"] as! [String: Any]
+            var avif = variants["square100-avif"] as! [String: Any]
+            edit(&avif)
+            variants["square100-avif"] = avif
+            var copy = object
+            copy["variants"] = variants
+            return validator.validate(object: copy)
+        }
+        #expect(!with { $0["mediaType"] = "image/jpeg" }.isEmpty, "square100-avif must be AVIF or HEIC")
+        #expect(!with { $0["mediaType"] = "image/webp" }.isEmpty)
+        #expect(!with { $0.removeValue(forKey: "quality") }.isEmpty)
+        #expect(!with { $0["quality"] = 101 }.isEmpty)
+        #expect(with { $0["mediaType"] = "image/heic" }.isEmpty)
+    }
+
     @Test("backfill re-derives a store when the modern square is asked for; verify checks it like the others")
     func backfillAndVerify() throws {
         let root = Fixtures.tempDirectory(), store = Fixtures.tempDirectory()
