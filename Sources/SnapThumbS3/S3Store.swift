@@ -108,11 +108,12 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
             // One is there already: read it, and decide.
             guard let (body, etag) = try client.get(key) else { continue } // deleted meanwhile: create again
             let existing = try? Manifest.decode(body)
-            let previous: String?
+            let previous: String?, outcome: PublishOutcome
             switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
             case .keep: return .repeated
             case .refuse(let error): throw error
-            case .overwrite(let p): previous = p
+            case .rederive: (previous, outcome) = (nil, .rederived)
+            case .overwrite(let p): (previous, outcome) = (p, p.map { .replaced(previous: $0) } ?? .created)
             }
             logger.notice("replacing a published manifest", metadata: [
                 "snap.key": "\(manifest.key)", "snap.store": "\(location)",
@@ -121,10 +122,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
                 "snap.old_recipe": "\(existing?.recipe.digest ?? "?")", "snap.new_recipe": "\(manifest.recipe.digest)"])
             // Replace only the version just read: a concurrent writer's newer one is not overwritten blindly.
             let replaced = try client.put(key, body: bytes, contentType: "application/json", ifMatch: etag.isEmpty ? nil : etag)
-            if replaced.status != 412 {
-                if let previous { return .replaced(previous: previous) }
-                return existing == nil ? .created : .repeated
-            }
+            if replaced.status != 412 { return outcome }
         }
         throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" kept changing while being published; try again")
     }

@@ -117,6 +117,7 @@ struct Processor: Sendable {
             switch upload.publish {
             case .created: break
             case .repeated: meta["snap.note"] = "repeat: this key was already published from the same source bytes"
+            case .rederived: meta["snap.note"] = "re-derived: the same source bytes under a new recipe"
             case .replaced(let previous):
                 meta["snap.previous_digest"] = "\(previous)"
                 meta["snap.note"] = "replaced the manifest of other source bytes (on-conflict replace)"

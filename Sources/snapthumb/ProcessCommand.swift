@@ -52,6 +52,9 @@ struct ProcessCommand: ParsableCommand {
                 case .repeated:
                     Console.say("\(file): repeat: \(key) is already published from the same source bytes", event: "repeat",
                                 metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
+                case .rederived:
+                    Console.say("\(file): re-derived: \(key) was published from the same source bytes under another recipe; its outputs are made again",
+                                event: "rederived", metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
                 case .replaced(let previous):
                     Console.say("\(file): replaced: \(key) was \(previous), now \(upload.manifest.source.digest) (--on-conflict replace)",
                                 event: "replaced", metadata: ["snap.file": "\(file)", "snap.key": "\(key)", "snap.previous_digest": "\(previous)",

@@ -12,9 +12,11 @@ public enum ConflictPolicy: String, Sendable, Codable, CaseIterable {
 public enum PublishOutcome: Sendable, Equatable {
     /// The key had no manifest.
     case created
-    /// The same source bytes again: a harmless repeat (the manifest is rewritten
-    /// only when the recipe changed, which re-derives the outputs).
+    /// The same source bytes and recipe again: a harmless repeat, nothing written.
     case repeated
+    /// The same source bytes under another recipe (settings, pipeline or library
+    /// versions): the outputs were derived again and the manifest rewritten.
+    case rederived
     /// `--on-conflict replace`: a manifest of other source bytes, digest `previous`, was replaced.
     case replaced(previous: String)
 }
@@ -27,9 +29,11 @@ public enum KeyConflict {
     public enum Decision: Sendable, Equatable {
         /// Nothing to do: same source and same recipe.
         case keep
-        /// Write over it: same source with another recipe, an unreadable manifest,
-        /// or `replace` of other source bytes (then `previous` is its digest).
+        /// Write over it: an unreadable manifest, or `replace` of other source
+        /// bytes (then `previous` is its digest).
         case overwrite(previous: String?)
+        /// Write over it: the same source bytes under another recipe.
+        case rederive
         /// Refuse: other source bytes under `refuse`.
         case refuse(SnapError)
     }
@@ -38,7 +42,7 @@ public enum KeyConflict {
     public static func decide(existing: Manifest?, new: Manifest, policy: ConflictPolicy) -> Decision {
         guard let existing else { return .overwrite(previous: nil) }
         if existing.source.digest == new.source.digest {
-            return existing.recipe.digest == new.recipe.digest ? .keep : .overwrite(previous: nil)
+            return existing.recipe.digest == new.recipe.digest ? .keep : .rederive
         }
         switch policy {
         case .replace: return .overwrite(previous: existing.source.digest)

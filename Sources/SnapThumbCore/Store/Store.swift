@@ -89,10 +89,12 @@ public struct Store: Sendable {
             return .repeated
         case .refuse(let error):
             throw error
+        case .rederive:
+            guard rename(temp, path) == 0 else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
+            return .rederived
         case .overwrite(let previous):
             guard rename(temp, path) == 0 else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
-            if let previous { return .replaced(previous: previous) }
-            return existing == nil ? .created : .repeated
+            return previous.map { .replaced(previous: $0) } ?? .created
         }
     }
 
