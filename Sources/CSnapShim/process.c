@@ -73,6 +73,17 @@ snap_rename_noreplace(const char *from, const char *to)
 	return rename(from, to);
 }
 
+int
+snap_rename_exchange(const char *a, const char *b)
+{
+#ifdef SYS_renameat2
+	return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 void
 snap_oom_first(void)
 {

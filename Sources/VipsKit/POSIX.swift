@@ -120,6 +120,12 @@ public enum POSIX {
         snap_rename_noreplace(from, to) == 0 ? 0 : errno
     }
 
+    /// Swaps `a` and `b` in one step (renameat2 RENAME_EXCHANGE): at no moment is either
+    /// name missing. Returns 0 or an errno value.
+    public static func renameExchange(_ a: String, _ b: String) -> Int32 {
+        snap_rename_exchange(a, b) == 0 ? 0 : errno
+    }
+
     /// `renameNoReplace` from a byte-exact path.
     public static func renameNoReplace(_ from: [UInt8], _ to: String) -> Int32 {
         withCPath(from) { snap_rename_noreplace($0, to) == 0 ? 0 : errno }

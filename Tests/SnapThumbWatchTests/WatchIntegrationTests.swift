@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import SnapThumbCore
+import VipsKit
 @testable import SnapThumbWatch
 
 /// Each test runs the real `snapthumb watch` on a temporary directory. Serialized:
@@ -194,23 +195,26 @@ import SnapThumbCore
         let h = try WatchHarness()
         let worker = try h.start()
         eventually("store created") { FileManager.default.fileExists(atPath: h.store + "/blobs/sha256") }
-        // Root ignores permissions, so make the store unwritable by putting a file where a directory must be.
-        #expect(rename(h.store + "/blobs", h.store + "/blobs.away") == 0)
-        _ = FileManager.default.createFile(atPath: h.store + "/blobs", contents: Data("x".utf8))
+        // Root ignores permissions, so make the store unwritable by putting a file where a directory
+        // must be. In one step (the two trade places): the worker processes open the store as they
+        // start, and one that did so while blobs/ was briefly missing made a new, writable one.
+        let swapped = h.store + "/blobs.swapped"
+        #expect(FileManager.default.createFile(atPath: swapped, contents: Data("x".utf8)))
+        #expect(POSIX.renameExchange(swapped, h.store + "/blobs") == 0)
         let names = (0..<5).map { "s-\($0).jpg" }
         for (i, name) in names.enumerated() { try h.drop(name, try TestImages.jpeg(i)) }
 
-        eventually("a transient failure is logged") { worker.logText.contains("snap.result=retry") }
-        usleep(2_000_000)
+        // A transient failure, then another after the pause it caused; nothing quarantined meanwhile.
+        func retries() -> Int { worker.logText.components(separatedBy: "snap.result=retry").count - 1 }
+        eventually("a transient failure, and another after its backoff") { retries() >= 2 }
         #expect(h.uploads(in: "failed").isEmpty)
         #expect(h.uploads(in: "done").isEmpty)
         #expect(h.uploads(in: "incoming").count + h.claimed().count == 5)
-        // Backoff, not spinning: a handful of retries in these seconds, not thousands.
-        let retries = worker.logText.components(separatedBy: "snap.result=retry").count - 1
-        #expect(retries < 40, "\(retries) retries")
+        // Backoff, not spinning: a handful of retries by now, not thousands.
+        #expect(retries() < 40, "\(retries()) retries")
 
-        #expect(unlink(h.store + "/blobs") == 0)
-        #expect(rename(h.store + "/blobs.away", h.store + "/blobs") == 0)
+        #expect(POSIX.renameExchange(swapped, h.store + "/blobs") == 0)
+        #expect(unlink(swapped) == 0)
         eventually("everything processed once the store is writable") { h.uploads(in: "done") == names }
         #expect(h.uploads(in: "failed").isEmpty)
         #expect(h.successes(in: [worker]) == Dictionary(uniqueKeysWithValues: names.map { ($0, 1) }))

@@ -189,6 +189,10 @@ int snap_die_with_parent(void);
  * where the file system does not support it (NFS), a check for `to` then rename.
  * 0, or -1 with errno (EEXIST when `to` exists). */
 int snap_rename_noreplace(const char *from, const char *to);
+/* Swaps two paths in one step, renameat2(RENAME_EXCHANGE): both exist before and after
+ * (a directory and a file may trade places). 0, or -1 with errno (EINVAL where the file
+ * system cannot, ENOSYS without renameat2). */
+int snap_rename_exchange(const char *a, const char *b);
 /* Makes the kernel's OOM killer pick this process first (oom_score_adj 1000). */
 void snap_oom_first(void);
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
