@@ -2,6 +2,7 @@ import Foundation
 import SnapThumbCore
 import SnapThumbRunner
 import SnapThumbWatch
+import VipsKit
 
 /// End-to-end latency of the watch daemon: from an upload renamed into
 /// `incoming/` to its manifest being published, at a steady arrival rate.
@@ -43,6 +44,10 @@ public enum WatchLatency {
             staged.append(name)
         }
         let names = staged
+        // Written back now, untimed: the daemon's group commit syncs the whole filesystem,
+        // so its first commits would otherwise write back every staged copy (tens of MB),
+        // which no upload of a steady stream brings with it (as `bench` does before its rounds).
+        _ = FileSystem.syncfs(root)
 
         let daemon = try WatchDaemon.start(executable: executable, layout: layout, store: store, jobs: jobs)
         defer { daemon.stop() }
