@@ -92,6 +92,10 @@ public final class ProcessPool: @unchecked Sendable {
     private var drainExpired = false
     /// Worker processes running now, for the drain deadline.
     private var workers: Set<Int32> = []
+    /// Per supervisor: how many jobs its worker has been sent and not processed yet;
+    /// nil once the supervisor has ended. A streaming source's job never goes to a
+    /// worker that has one to process while another has none (see `take`).
+    private var unprocessedBySupervisor: [Int?] = []
 
     public init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
                 loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption()) {
@@ -112,12 +116,23 @@ public final class ProcessPool: @unchecked Sendable {
     public func run(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
         let supervisors = min(jobs, source.remaining ?? jobs)
         guard supervisors > 0 else { return }
+        lock.lock()
+        // Every supervisor counts as idle from the start, so that a job does not wait
+        // behind another in a worker while a second worker is still starting.
+        unprocessedBySupervisor = Array(repeating: 0, count: supervisors)
+        lock.unlock()
         let group = DispatchGroup()
         for n in 0..<supervisors {
             group.enter()
             let thread = Thread { [self] in
-                defer { group.leave() }
-                supervise(source, finish: finish)
+                defer {
+                    lock.lock()
+                    unprocessedBySupervisor[n] = nil
+                    lock.broadcast()
+                    lock.unlock()
+                    group.leave()
+                }
+                supervise(n, source, finish: finish)
             }
             thread.name = "snapthumb-worker-supervisor-\(n)"
             thread.start()
@@ -160,14 +175,14 @@ public final class ProcessPool: @unchecked Sendable {
     private var isFinished: Bool { sourceEnded && outstanding == 0 }
 
     /// Keeps one worker process busy until no work is left, replacing it when it dies.
-    private func supervise(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) {
+    private func supervise(_ slot: Int, _ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) {
         while true {
             lock.lock()
             let over = isFinished || isStopping
             lock.unlock()
             if over { return }
             do {
-                try runWorker(source, finish: finish)
+                try runWorker(slot, source, finish: finish)
             } catch {
                 // Cannot even start a worker: fail what is left rather than spin
                 // (all of a file list; a streaming source keeps its jobs).
@@ -192,15 +207,24 @@ public final class ProcessPool: @unchecked Sendable {
         }
     }
 
-    /// Takes the next job for a worker that holds `held` jobs, `unprocessed` of
-    /// them not yet processed: suspects go alone to a worker that holds nothing.
-    /// Waits only when the worker holds nothing and there is nothing to give it yet.
-    private func take(held: Int, unprocessed: Int, from source: any JobSource) -> Item? {
+    /// Takes the next job for the worker of supervisor `slot`, which holds `held`
+    /// jobs, `unprocessed` of them not yet processed: suspects go alone to a worker
+    /// that holds nothing. Waits only when the worker holds nothing and there is
+    /// nothing to give it yet.
+    private func take(_ slot: Int, held: Int, unprocessed: Int, from source: any JobSource) -> Item? {
         lock.lock()
         defer { lock.unlock() }
         while true {
             if isFinished || isStopping { return nil }
             if held == 0, let suspect = suspects.popLast() { return suspect }
+            // Streaming (watch): a worker with a job to process takes no other while
+            // another worker has none; the idle one's supervisor is waiting on the
+            // source and takes it at once. (It would otherwise wait behind this
+            // worker's job, and a job that wedges this worker would take it along.)
+            if unprocessed > 0, source.remaining == nil,
+               unprocessedBySupervisor.indices.contains(where: { $0 != slot && unprocessedBySupervisor[$0] == 0 }) {
+                return nil
+            }
             // No more than a fair share of what is left, so that the workers finish
             // together: a small run is not dealt out in windows to the first worker.
             if unprocessed > 0, let left = source.remaining, unprocessed > (queue.count + left) / jobs { return nil }
@@ -242,7 +266,7 @@ public final class ProcessPool: @unchecked Sendable {
         case late(Int)
     }
 
-    private func runWorker(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
+    private func runWorker(_ slot: Int, _ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -252,6 +276,7 @@ public final class ProcessPool: @unchecked Sendable {
         try process.run()
         let pid = process.processIdentifier
         lock.lock()
+        unprocessedBySupervisor[slot] = 0
         workers.insert(pid)
         if drainExpired { kill(pid, SIGKILL) }
         lock.unlock()
@@ -277,6 +302,9 @@ public final class ProcessPool: @unchecked Sendable {
         let decoder = JSONDecoder()
 
         func startClock() {
+            lock.lock()
+            unprocessedBySupervisor[slot] = unprocessed.count
+            lock.unlock()
             guard let head = unprocessed.first else { clock = nil; return }
             if clock?.index != head { clock = (head, DispatchTime.now().uptimeNanoseconds) }
         }
@@ -302,7 +330,7 @@ public final class ProcessPool: @unchecked Sendable {
         work: while true {
             // Fill the window (a suspect only ever travels alone).
             while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
-                  let item = take(held: inFlight.count, unprocessed: unprocessed.count, from: source) {
+                  let item = take(slot, held: inFlight.count, unprocessed: unprocessed.count, from: source) {
                 let entry = item.entry
                 let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
                                              absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)

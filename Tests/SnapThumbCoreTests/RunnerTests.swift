@@ -158,6 +158,21 @@ struct RunnerTests {
         }
     }
 
+    @Test("streaming: a job never waits behind another in one worker while a second worker has none")
+    func streamingJobsGoToIdleWorkers() throws {
+        let (input, entries) = try Self.inputs(2)
+        let store = Fixtures.tempDirectory("snapthumb-runner-store")
+        defer { Fixtures.remove(input); Fixtures.remove(store) }
+        // Both ready before the workers start: the first supervisor to ask could take both (window 2).
+        let source = StreamSource()
+        for (_, entry) in entries.sorted(by: { $0.key < $1.key }) { source.add(entry) }
+        let dispatches = RecordDispatches()
+        let outcomes = Outcomes(onEach: { _ in if dispatches.count == 2 { source.end() } })
+        try Self.pool(store: store, jobs: 2, window: 2, faults: dispatches).run(source, finish: outcomes.record)
+        #expect(outcomes.spelled == entries.mapValues { _ in ["processed"] })
+        #expect(Set(dispatches.workers.values).count == 2, "\(dispatches.workers)")
+    }
+
     @Test("a worker that exits on its own (it cannot open its store) is no evidence: its jobs fail as io, not poison")
     func workerThatCannotStart() throws {
         let (input, entries) = try Self.inputs(3)
@@ -215,4 +230,13 @@ struct RunnerTests {
 
 final class PoolBox: @unchecked Sendable {
     var pool: ProcessPool?
+}
+
+/// Which worker process each key was sent to.
+final class RecordDispatches: RunFaults, @unchecked Sendable {
+    private let lock = NSLock()
+    private var byKey: [String: Int32] = [:]
+    func dispatched(key: String, toWorker workerPID: Int32) { lock.lock(); byKey[key] = workerPID; lock.unlock() }
+    var workers: [String: Int32] { lock.lock(); defer { lock.unlock() }; return byKey }
+    var count: Int { workers.count }
 }
