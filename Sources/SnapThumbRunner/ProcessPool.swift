@@ -306,7 +306,10 @@ public final class ProcessPool: @unchecked Sendable {
             unprocessedBySupervisor[slot] = unprocessed.count
             lock.unlock()
             guard let head = unprocessed.first else { clock = nil; return }
-            if clock?.index != head { clock = (head, DispatchTime.now().uptimeNanoseconds) }
+            if clock?.index != head {
+                clock = (head, DispatchTime.now().uptimeNanoseconds)
+                if let item = inFlight[head] { faults.began(key: item.entry.relativePath, inWorker: pid) }
+            }
         }
 
         func complete(_ reply: WorkerProtocol.Reply) {

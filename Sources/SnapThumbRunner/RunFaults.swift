@@ -5,16 +5,20 @@
 public protocol RunFaults: Sendable {
     /// A job for `key` was just written to worker process `workerPID`.
     func dispatched(key: String, toWorker workerPID: Int32)
+    /// Worker process `workerPID` has just finished everything sent before the job for
+    /// `key`: it works on that job now (the per-job deadline starts here).
+    func began(key: String, inWorker workerPID: Int32)
     /// The watch daemon read a batch of inotify events: true turns it into a queue overflow.
     func inotifyBatchOverflows() -> Bool
 }
 
 extension RunFaults {
+    public func dispatched(key: String, toWorker workerPID: Int32) {}
+    public func began(key: String, inWorker workerPID: Int32) {}
     public func inotifyBatchOverflows() -> Bool { false }
 }
 
 /// No faults: what every real run uses.
 public struct NoFaults: RunFaults {
     public init() {}
-    public func dispatched(key: String, toWorker workerPID: Int32) {}
 }

@@ -33,6 +33,9 @@ public final class CountDispatches: RunFaults, @unchecked Sendable {
         then.dispatched(key: key, toWorker: workerPID)
     }
 
+    public func began(key: String, inWorker workerPID: Int32) { then.began(key: key, inWorker: workerPID) }
+    public func inotifyBatchOverflows() -> Bool { then.inotifyBatchOverflows() }
+
     /// Times `key` was handed to a worker so far.
     public func count(_ key: String) -> Int {
         lock.lock()

@@ -74,6 +74,7 @@ struct OnDispatch: RunFaults {
         then.dispatched(key: key, toWorker: workerPID)
         if key.hasSuffix(suffix) { body() }
     }
+    func began(key: String, inWorker workerPID: Int32) { then.began(key: key, inWorker: workerPID) }
 }
 
 @Suite("The process runner (backfill now, watch next)")
@@ -122,7 +123,7 @@ struct RunnerTests {
     @Test("a job past its deadline ends as timeout; the other jobs its worker held are dealt again, not suspected")
     func deadline() throws {
         // 0-stall.png comes first, so that it is the first job of the first worker:
-        // the worker is stopped (as if wedged) before it can start it.
+        // the worker is stopped (as if wedged) as it begins it.
         let (input, entries) = try Self.inputs(10, extra: ["0-stall.png": "snaps/tiny.png"])
         let store = Fixtures.tempDirectory("snapthumb-runner-store")
         defer { Fixtures.remove(input); Fixtures.remove(store) }
