@@ -75,7 +75,7 @@ let package = Package(
         // Pillow on the same files, and the watch daemon's latency).
         .target(
             name: "SnapThumbBench",
-            dependencies: ["SnapThumbCore", "SnapThumbRunner", "SnapThumbWatch", "VipsKit"]
+            dependencies: ["SnapThumbCore", "SnapThumbRunner", "SnapThumbWatch", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Fault plans and helpers for tests; no production target depends on it.
         .target(

@@ -3,6 +3,7 @@ import SnapThumbCore
 import SnapThumbRunner
 import SnapThumbWatch
 import VipsKit
+import Logging
 
 /// End-to-end latency of the watch daemon: from an upload renamed into
 /// `incoming/` to its manifest being published, at a steady arrival rate.
@@ -53,33 +54,31 @@ public enum WatchLatency {
         defer { daemon.stop() }
         progress("watch latency: \(count) files at \(Int(rate))/s, --jobs \(jobs)")
 
+        // A manifest's arrival is taken from inotify (link(2) or rename(2) into manifests/),
+        // not by polling: a poller waking every millisecond would take CPU from the daemon
+        // it measures, on a small host a share that shows in the tail.
         let arrivals = Arrivals(count: count)
-        let poller = Thread {
-            var pending = Set(0..<count)
-            let deadline = now() + Double(count) / rate * 1000 + 60_000
-            while !pending.isEmpty && now() < deadline {
-                for i in pending.sorted() {
-                    guard let sent = arrivals.sent(i) else { break }
-                    if fm.fileExists(atPath: "\(store)/manifests/\(names[i]).json") {
-                        arrivals.done(i, latency: now() - sent)
-                        pending.remove(i)
-                    }
-                }
-                Thread.sleep(forTimeInterval: 0.001)
+        let index = Dictionary(uniqueKeysWithValues: names.enumerated().map { ("\($1).json", $0) })
+        let watcher = try InotifyWatcher(directory: "\(store)/manifests", created: true, logger: Logger(label: "snapthumb.bench")) { event in
+            switch event {
+            case .created(let name), .movedIn(let name):
+                if let i = index[name.name] { arrivals.arrived(i, at: now()) }
+            case .written, .overflow: break
             }
-            arrivals.finish()
         }
-        poller.start()
+        defer { watcher.stop() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Double(count) / rate + 60) { arrivals.finish() }
 
         let start = now()
         for (i, name) in names.enumerated() {
             let due = start + Double(i) * 1000 / rate
             let wait = due - now()
             if wait > 0 { Thread.sleep(forTimeInterval: wait / 1000) }
+            let sent = now()
             guard rename("\(stage)/\(name)", "\(layout.incoming)/\(name)") == 0 else {
                 throw SnapError.io("cannot rename into incoming/", name, errno: errno)
             }
-            arrivals.send(i, at: now())
+            arrivals.sent(i, at: sent)
         }
         let latencies = arrivals.wait()
         let sorted = latencies.sorted()
@@ -94,18 +93,34 @@ public enum WatchLatency {
     /// Milliseconds on a monotonic clock.
     static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
 
-    /// Send and completion times, shared by the sender and the poller.
+    /// Send and arrival times, shared by the sender and the inotify thread. Either may be
+    /// noted first (the sender notes its time after the rename returns); the latency is
+    /// taken once both are known, and the wait ends when every file has one.
     private final class Arrivals: @unchecked Sendable {
         private let condition = NSCondition()
         private var sentAt: [Double?]
+        private var arrivedAt: [Double?]
         private var latencies: [Double] = []
         private var finished = false
 
-        init(count: Int) { sentAt = Array(repeating: nil, count: count) }
+        init(count: Int) {
+            sentAt = Array(repeating: nil, count: count)
+            arrivedAt = Array(repeating: nil, count: count)
+        }
 
-        func send(_ i: Int, at time: Double) { condition.lock(); sentAt[i] = time; condition.unlock() }
-        func sent(_ i: Int) -> Double? { condition.lock(); defer { condition.unlock() }; return sentAt[i] }
-        func done(_ i: Int, latency: Double) { condition.lock(); latencies.append(latency); condition.unlock() }
+        func sent(_ i: Int, at time: Double) { note(i) { sentAt[i] = time } }
+        func arrived(_ i: Int, at time: Double) { note(i) { if arrivedAt[i] == nil { arrivedAt[i] = time } } }
+
+        private func note(_ i: Int, _ change: () -> Void) {
+            condition.lock()
+            defer { condition.unlock() }
+            let before = sentAt[i] != nil && arrivedAt[i] != nil
+            change()
+            guard !before, let sent = sentAt[i], let arrived = arrivedAt[i] else { return }
+            latencies.append(max(0, arrived - sent))
+            if latencies.count == sentAt.count { finished = true; condition.broadcast() }
+        }
+
         func finish() { condition.lock(); finished = true; condition.broadcast(); condition.unlock() }
         func wait() -> [Double] {
             condition.lock()

@@ -6,13 +6,15 @@ import SnapThumbCore
 import VipsKit
 import Logging
 
-/// Events from `incoming/` via inotify: close-write (written in place) and
-/// moved-to (renamed in). Runs on its own thread, blocked in poll(2) when idle.
-final class InotifyWatcher: @unchecked Sendable {
-    enum Event { case written(Name), movedIn(Name), overflow }
+/// Events from a directory (watch's `incoming/`) via inotify: close-write (written in
+/// place) and moved-to (renamed in); with `created`, also new links (a store publishing a
+/// manifest with link(2), which `bench` watches for). Runs on its own thread, blocked in
+/// poll(2) when idle.
+public final class InotifyWatcher: @unchecked Sendable {
+    public enum Event { case written(Name), movedIn(Name), created(Name), overflow }
 
     /// A name from an event: escaped when it is not UTF-8 (no file has that name then).
-    struct Name { let name: String; let isUTF8: Bool }
+    public struct Name: Sendable { public let name: String; public let isUTF8: Bool }
 
     private let fd: Int32
     private let wakeRead: Int32
@@ -22,10 +24,11 @@ final class InotifyWatcher: @unchecked Sendable {
 
     /// Starts watching `directory`. A batch of events for which `overflows` is true
     /// is reported as a queue overflow instead (a test's fault plan exercises the rescan path so).
-    init(directory: String, overflows: @escaping @Sendable () -> Bool = { false }, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void) throws {
+    public init(directory: String, created: Bool = false, overflows: @escaping @Sendable () -> Bool = { false }, logger: Logger,
+                onEvent: @escaping @Sendable (Event) -> Void) throws {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { throw FileOps.error("inotify is not available for", directory) }
-        let mask = UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO)
+        let mask = UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | (created ? UInt32(IN_CREATE) : 0)
         guard inotify_add_watch(fd, directory, mask) >= 0 else {
             let error = FileOps.error("cannot watch", directory)
             close(fd)
@@ -50,7 +53,7 @@ final class InotifyWatcher: @unchecked Sendable {
     }
 
     /// Stops the reader thread and closes the descriptors.
-    func stop() {
+    public func stop() {
         _ = POSIX.writeAll(wakeWrite, [1])
         finished.wait()
         close(fd)
@@ -78,7 +81,8 @@ final class InotifyWatcher: @unchecked Sendable {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { onEvent(.overflow); continue }
                 if event.name.isEmpty || event.mask & UInt32(IN_ISDIR) != 0 { continue }
                 let name = Name(name: event.name, isUTF8: event.isUTF8)
-                onEvent(event.mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(name) : .written(name))
+                onEvent(event.mask & UInt32(IN_MOVED_TO) != 0 ? .movedIn(name)
+                        : event.mask & UInt32(IN_CREATE) != 0 ? .created(name) : .written(name))
             }
         }
     }
