@@ -70,6 +70,44 @@ snap_fold_edges(int n, int len, int taps, int *first, int *count, float *w)
 	return 0;
 }
 
+/* acc[i] += w[0]·src[0][i] + … in that order, four taps per pass over acc (the
+ * same additions in the same order as one tap at a time, a quarter of the loads
+ * and stores of acc). */
+static void
+snap_accumulate(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+{
+	int k = 0;
+	for (; k + 4 <= taps; k += 4) {
+		const float *s0 = src[k], *s1 = src[k + 1], *s2 = src[k + 2], *s3 = src[k + 3];
+		float w0 = w[k], w1 = w[k + 1], w2 = w[k + 2], w3 = w[k + 3];
+		for (size_t i = 0; i < n; i++) {
+			float a = acc[i];
+			a += w0 * s0[i];
+			a += w1 * s1[i];
+			a += w2 * s2[i];
+			a += w3 * s3[i];
+			acc[i] = a;
+		}
+	}
+	for (; k < taps; k++) {
+		const float *s0 = src[k];
+		float w0 = w[k];
+		for (size_t i = 0; i < n; i++) acc[i] += w0 * s0[i];
+	}
+}
+
+/* The weights of the last geometry this thread resampled: snaps mostly share one
+ * decoded size (1080×1440 → 270×360), and computing the weights took a sixth of
+ * the resampler's time (two sin() per tap). Fixed arrays, no malloc: nothing to
+ * free when a thread ends. Larger geometries are computed every time. */
+#define SNAP_WEIGHT_CACHE 4096
+struct snap_weight_cache {
+	int valid, width, height, side, xt, yt;
+	int xf[512], yf[512];
+	float xw[SNAP_WEIGHT_CACHE], yw[SNAP_WEIGHT_CACHE];
+};
+static __thread struct snap_weight_cache snap_cache;
+
 int
 snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out)
 {
@@ -83,57 +121,102 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 	if (top < 0) top = 0;
 
 	int *xf = malloc(sizeof(int) * side * 2), *yf = malloc(sizeof(int) * side * 2);
-	float *xw = NULL, *yw = NULL, *cols = NULL;
+	float *xw = NULL, *yw = NULL, *ring = NULL, *row = NULL, *colsT = NULL, *acc = NULL;
+	const float **src = NULL;
 	int xt = 0, yt = 0, status = -1;
 	if (!xf || !yf) goto done;
-	if (snap_weights(side, width, scale, left, xf, xf + side, &xw, &xt) ||
-	    snap_weights(side, height, scale, top, yf, yf + side, &yw, &yt))
-		goto done;
-	if (snap_fold_edges(side, width, xt, xf, xf + side, xw) ||
-	    snap_fold_edges(side, height, yt, yf, yf + side, yw))
-		goto done;
+	struct snap_weight_cache *cache = &snap_cache;
+	if (cache->valid && cache->width == width && cache->height == height && cache->side == side) {
+		xt = cache->xt; yt = cache->yt;
+		xw = malloc(sizeof(float) * (size_t) side * xt);
+		yw = malloc(sizeof(float) * (size_t) side * yt);
+		if (!xw || !yw) goto done;
+		memcpy(xf, cache->xf, sizeof(int) * side * 2);
+		memcpy(yf, cache->yf, sizeof(int) * side * 2);
+		memcpy(xw, cache->xw, sizeof(float) * (size_t) side * xt);
+		memcpy(yw, cache->yw, sizeof(float) * (size_t) side * yt);
+	} else {
+		if (snap_weights(side, width, scale, left, xf, xf + side, &xw, &xt) ||
+		    snap_weights(side, height, scale, top, yf, yf + side, &yw, &yt))
+			goto done;
+		if (snap_fold_edges(side, width, xt, xf, xf + side, xw) ||
+		    snap_fold_edges(side, height, yt, yf, yf + side, yw))
+			goto done;
+		cache->valid = 0;
+		if (2 * side <= 512 && side * xt <= SNAP_WEIGHT_CACHE && side * yt <= SNAP_WEIGHT_CACHE) {
+			memcpy(cache->xf, xf, sizeof(int) * side * 2);
+			memcpy(cache->yf, yf, sizeof(int) * side * 2);
+			memcpy(cache->xw, xw, sizeof(float) * (size_t) side * xt);
+			memcpy(cache->yw, yw, sizeof(float) * (size_t) side * yt);
+			cache->width = width; cache->height = height; cache->side = side;
+			cache->xt = xt; cache->yt = yt; cache->valid = 1;
+		}
+	}
 
-	/* Only the columns the crop reads. */
+	/* Only the columns and rows the crop reads. */
 	int c0 = xf[0], c1 = xf[side - 1] + xf[2 * side - 1] - 1;
 	for (int x = 0; x < side; x++) {
 		if (xf[x] < c0) c0 = xf[x];
 		if (xf[x] + xf[side + x] - 1 > c1) c1 = xf[x] + xf[side + x] - 1;
 	}
-	size_t span = (size_t) (c1 - c0 + 1) * 3;
-	/* Vertical pass first: each output row is a weighted sum of whole input row
-	 * spans, a contiguous loop the compiler vectorises. side × span floats. */
-	cols = malloc(sizeof(float) * (size_t) side * span);
-	if (!cols) goto done;
+	int r0 = yf[0], r1 = yf[side - 1] + yf[2 * side - 1] - 1;
 	for (int y = 0; y < side; y++) {
-		float *acc = cols + (size_t) y * span;
-		const float *w = yw + (size_t) y * yt;
-		for (size_t i = 0; i < span; i++) acc[i] = 0;
-		for (int k = 0; k < yf[side + y]; k++) {
-			const unsigned char *src = rgb + ((size_t) (yf[y] + k) * width + c0) * 3;
-			float wk = w[k];
-			for (size_t i = 0; i < span; i++) acc[i] += wk * (float) src[i];
-		}
+		if (yf[y] < r0) r0 = yf[y];
+		if (yf[y] + yf[side + y] - 1 > r1) r1 = yf[y] + yf[side + y] - 1;
 	}
-	/* Horizontal pass on side rows. */
-	for (int y = 0; y < side; y++) {
-		const float *row = cols + (size_t) y * span;
-		unsigned char *dst = out + (size_t) y * side * 3;
-		for (int x = 0; x < side; x++) {
-			const float *w = xw + (size_t) x * xt;
-			const float *p = row + (size_t) (xf[x] - c0) * 3;
-			float r = 0, g = 0, b = 0;
-			for (int k = 0; k < xf[side + x]; k++) {
-				r += w[k] * p[k * 3]; g += w[k] * p[k * 3 + 1]; b += w[k] * p[k * 3 + 2];
+	size_t span = (size_t) (c1 - c0 + 1) * 3;
+	int ncols = c1 - c0 + 1;
+	(void) r1;
+	/* Every buffer stays under glibc's mmap threshold (128 KiB, fixed at start):
+	 * larger ones were mapped and faulted in afresh for every image. */
+	enum { BLOCK = 16 };
+	ring = malloc(sizeof(float) * (size_t) yt * span);      /* the last yt input rows, as float */
+	row = malloc(sizeof(float) * span);                     /* one output row of the vertical pass */
+	colsT = malloc(sizeof(float) * (size_t) ncols * BLOCK * 3);
+	acc = malloc(sizeof(float) * BLOCK * 3);
+	src = malloc(sizeof(float *) * (size_t) (xt > yt ? xt : yt));
+	if (!ring || !row || !colsT || !acc || !src) goto done;
+	int converted = r0;   /* input rows below this are in the ring */
+	for (int y0 = 0; y0 < side; y0 += BLOCK) {
+		int rows = side - y0 < BLOCK ? side - y0 : BLOCK;
+		/* Vertical pass: each output row is a weighted sum of whole input row
+		 * spans (each input row converted to float once, kept while taps need it). */
+		for (int y = y0; y < y0 + rows; y++) {
+			int first = yf[y], count = yf[side + y];
+			for (; converted < first + count; converted++) {
+				const unsigned char *in = rgb + ((size_t) converted * width + c0) * 3;
+				float *dst = ring + (size_t) ((converted - r0) % yt) * span;
+				for (size_t i = 0; i < span; i++) dst[i] = (float) in[i];
 			}
-			long q;
-			q = lrintf(r); dst[x * 3] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
-			q = lrintf(g); dst[x * 3 + 1] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
-			q = lrintf(b); dst[x * 3 + 2] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
+			for (int k = 0; k < count; k++) src[k] = ring + (size_t) ((first + k - r0) % yt) * span;
+			for (size_t i = 0; i < span; i++) row[i] = 0;
+			snap_accumulate(row, span, src, yw + (size_t) y * yt, count);
+			/* Turned: each input column's rows of this block side by side. */
+			for (int c = 0; c < ncols; c++) {
+				float *dst = colsT + ((size_t) c * BLOCK + (size_t) (y - y0)) * 3;
+				dst[0] = row[c * 3]; dst[1] = row[c * 3 + 1]; dst[2] = row[c * 3 + 2];
+			}
+		}
+		/* Horizontal pass, as contiguous loops too: every output column of the
+		 * block is a weighted sum of whole input columns. Each sum adds the same
+		 * products in the same order as a per-pixel loop, so the pixels are the same. */
+		size_t n = (size_t) rows * 3;
+		for (int x = 0; x < side; x++) {
+			for (int k = 0; k < xf[side + x]; k++) src[k] = colsT + (size_t) (xf[x] - c0 + k) * BLOCK * 3;
+			for (size_t i = 0; i < n; i++) acc[i] = 0;
+			snap_accumulate(acc, n, src, xw + (size_t) x * xt, xf[side + x]);
+			for (int y = 0; y < rows; y++) {
+				unsigned char *dst = out + ((size_t) (y0 + y) * side + x) * 3;
+				for (int ch = 0; ch < 3; ch++) {
+					long q = lrintf(acc[y * 3 + ch]);
+					dst[ch] = (unsigned char) (q < 0 ? 0 : q > 255 ? 255 : q);
+				}
+			}
 		}
 	}
 	status = 0;
 done:
-	free(xf); free(yf); free(xw); free(yw); free(cols);
+	free(xf); free(yf); free(xw); free(yw); free(ring); free(row); free(colsT); free(acc); free(src);
 	return status;
 }
 
