@@ -146,18 +146,10 @@ snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, snap_j
 	return 0;
 }
 
-int
-snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk)
+/* Scale and output colour space for a decode at 1/shrink (inside a setjmp). */
+static void
+snap_jpeg_setup(snap_jpeg *j, int shrink)
 {
-	unsigned char *volatile pixels = NULL;
-	JSAMPROW *volatile rows = NULL;
-	*out = NULL;
-	/* Every failure, libjpeg's or ours, comes back here with j->message set. */
-	if (setjmp(j->jump)) {
-		free(pixels);
-		free(rows);
-		return -1;
-	}
 	struct jpeg_decompress_struct *c = &j->cinfo;
 	c->scale_num = 1;
 	c->scale_denom = (unsigned int) shrink;
@@ -168,6 +160,38 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 	default:
 		snap_jpeg_stop(j, "unsupported JPEG colour space");
 	}
+}
+
+int
+snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes)
+{
+	if (setjmp(j->jump))
+		return -1;
+	snap_jpeg_setup(j, shrink);
+	jpeg_calc_output_dimensions(&j->cinfo);
+	size_t h = j->cinfo.image_height / (unsigned) shrink;
+	*bytes = (size_t) j->cinfo.output_width * (size_t) j->cinfo.out_color_components * (h + 1);
+	return 0;
+}
+
+/* Decodes into `pixels` (at least `capacity` bytes, or NULL to malloc), packed
+ * to the kept width. */
+static int
+snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capacity, unsigned char **out,
+                    int *width, int *height, int *bands, int *cmyk)
+{
+	unsigned char *volatile pixels = given;
+	JSAMPROW *volatile rows = NULL;
+	*out = NULL;
+	/* Every failure, libjpeg's or ours, comes back here with j->message set. */
+	if (setjmp(j->jump)) {
+		if (pixels != given)
+			free(pixels);
+		free(rows);
+		return -1;
+	}
+	struct jpeg_decompress_struct *c = &j->cinfo;
+	snap_jpeg_setup(j, shrink);
 	jpeg_start_decompress(c);
 	/* libvips rounds a shrunk size down; libjpeg up. Keep libvips' size. */
 	int w = (int) (c->image_width / (unsigned) shrink), h = (int) (c->image_height / (unsigned) shrink);
@@ -177,7 +201,10 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 	size_t stride = (size_t) c->output_width * n;
 	/* Whole output rows (libjpeg writes its full width), the spare row at the end
 	 * takes any row past the kept height. */
-	pixels = malloc(stride * ((size_t) h + 1));
+	if (given && capacity < stride * ((size_t) h + 1))
+		snap_jpeg_stop(j, "decode buffer too small");
+	if (!given)
+		pixels = malloc(stride * ((size_t) h + 1));
 	rows = malloc(sizeof(JSAMPROW) * (size_t) c->rec_outbuf_height);
 	if (!pixels || !rows)
 		snap_jpeg_stop(j, "out of memory");
@@ -204,6 +231,20 @@ snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int 
 	*bands = n;
 	*cmyk = c->out_color_space == JCS_CMYK;
 	return 0;
+}
+
+int
+snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk)
+{
+	return snap_jpeg_decode_to(j, shrink, NULL, 0, out, width, height, bands, cmyk);
+}
+
+int
+snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
+                      int *width, int *height, int *bands, int *cmyk)
+{
+	unsigned char *out;
+	return snap_jpeg_decode_to(j, shrink, pixels, capacity, &out, width, height, bands, cmyk);
 }
 
 const char *snap_jpeg_message_text(snap_jpeg *j) { return j ? j->message : "out of memory"; }

@@ -83,9 +83,22 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
     /// Packed 8-bit pixels as libjpeg decodes them at 1/`shrink` (the same as
     /// `decode(shrink:)`, without a libvips image).
     public func decodePixels(shrink: Int) throws -> (pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool) {
-        try decodePacked(shrink: shrink) { pixels, width, height, bands, cmyk in
-            (Array(UnsafeBufferPointer(start: pixels, count: width * height * bands)), width, height, bands, cmyk)
+        precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
+        var capacity = 0
+        guard snap_jpeg_decode_capacity(handle, Int32(shrink), &capacity) == 0 else {
+            throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
         }
+        // Straight into the array's storage: no second copy of the image.
+        var width: Int32 = 0, height: Int32 = 0, bands: Int32 = 0, cmyk: Int32 = 0
+        var status: Int32 = -1
+        let pixels = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+            status = snap_jpeg_decode_into(handle, Int32(shrink), buffer.baseAddress, capacity, &width, &height, &bands, &cmyk)
+            count = status == 0 ? Int(width) * Int(height) * Int(bands) : 0
+        }
+        guard status == 0 else {
+            throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
+        }
+        return (pixels, Int(width), Int(height), Int(bands), cmyk != 0)
     }
 
     private func decodePacked<T>(shrink: Int, _ body: (UnsafePointer<UInt8>, Int, Int, Int, Bool) throws -> T) throws -> T {

@@ -112,6 +112,12 @@ int snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, sn
 /* Decodes at 1/shrink (1, 2, 4, 8) to packed 8-bit grey, RGB or CMYK (Adobe
  * inversion undone). *out is malloc'd: free with snap_free. */
 int snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk);
+/* The same decode into the caller's buffer of at least snap_jpeg_decode_capacity
+ * bytes (whole libjpeg rows and a spare one); the first width × height × bands
+ * bytes are the packed pixels. Saves a copy of the decoded image. */
+int snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes);
+int snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
+                          int *width, int *height, int *bands, int *cmyk);
 const char *snap_jpeg_message_text(snap_jpeg *j);
 /* From any thread: the decode stops at its next row band with "killed". */
 void snap_jpeg_kill(snap_jpeg *j);
