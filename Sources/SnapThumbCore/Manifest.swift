@@ -84,7 +84,7 @@ public struct Variant: Sendable, Equatable, Codable {
 /// version and the library versions. Equal digests mean equal outputs for equal input.
 public struct Recipe: Sendable, Equatable, Codable {
     /// Bump when the pipeline changes its output for the same settings.
-    public static let pipelineVersion = 3
+    public static let pipelineVersion = 4
 
     public var digest: String
     public var version: Int

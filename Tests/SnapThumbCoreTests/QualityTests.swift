@@ -72,7 +72,7 @@ struct QualityTests {
                 < JPEG.encode(rgb: rgb, width: 100, height: 100, quality: 90, optimizeCoding: false).count)
     }
 
-    @Test("chroma is a config field and part of the recipe digest; the pipeline version is 3")
+    @Test("chroma is a config field and part of the recipe digest; the pipeline version is 4")
     func chromaSetting() throws {
         let settings = try JSONDecoder().decode(Settings.self, from: Data(#"{"square": {"chroma": "420"}}"#.utf8))
         #expect(settings.square.chroma == .c420)
@@ -81,7 +81,7 @@ struct QualityTests {
         #expect(throws: SnapError.self) { try JSONDecoder().decode(Settings.self, from: Data(#"{"square": {"chroma": "422"}}"#.utf8)) }
         let base = try Fixtures.pipeline().recipe
         #expect(try Fixtures.pipeline { $0.square.chroma = .c420 }.recipe.digest != base.digest)
-        #expect(base.version == 3)
+        #expect(base.version == 4)
     }
 
     @Test("square100 is deterministic")
