@@ -175,10 +175,14 @@ snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes)
 }
 
 /* Decodes into `pixels` (at least `capacity` bytes, or NULL to malloc), packed
- * to the kept width. */
+ * to the kept width. With a region (region[2] > 0: x, y, width, height in the
+ * kept image), only that part comes out: libjpeg skips the IDCT and colour
+ * conversion of the rows above and below it (their entropy-coded data is still
+ * read, so damage there is found as before) and crops columns, moving the left
+ * edge to an iMCU boundary; region[] is then set to what was decoded. */
 static int
 snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capacity, unsigned char **out,
-                    int *width, int *height, int *bands, int *cmyk)
+                    int *width, int *height, int *bands, int *cmyk, int *region)
 {
 	unsigned char *volatile pixels = given;
 	JSAMPROW *volatile rows = NULL;
@@ -198,32 +202,68 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 	int n = c->output_components;
 	if (w < 1 || h < 1 || w > (int) c->output_width || h > (int) c->output_height)
 		snap_jpeg_stop(j, "image too small for this shrink");
+	int top = 0, rows_out = h, left = 0;
+	if (region && region[2] > 0 && region[3] > 0) {
+		if (region[0] < 0 || region[1] < 0 || region[0] + region[2] > w || region[1] + region[3] > h)
+			snap_jpeg_stop(j, "decode region outside the image");
+		if (region[2] < w) {
+			JDIMENSION x = (JDIMENSION) region[0], cw = (JDIMENSION) region[2];
+			jpeg_crop_scanline(c, &x, &cw);
+			left = (int) x;
+		}
+		top = region[1];
+		rows_out = region[3];
+	}
+	/* The kept width of what comes out (libjpeg's rows may be wider). */
+	int kept = (int) c->output_width < w - left ? (int) c->output_width : w - left;
 	size_t stride = (size_t) c->output_width * n;
 	/* Whole output rows (libjpeg writes its full width), the spare row at the end
 	 * takes any row past the kept height. */
-	if (given && capacity < stride * ((size_t) h + 1))
+	if (given && capacity < stride * ((size_t) rows_out + 1))
 		snap_jpeg_stop(j, "decode buffer too small");
 	if (!given)
-		pixels = malloc(stride * ((size_t) h + 1));
+		pixels = malloc(stride * ((size_t) rows_out + 1));
 	rows = malloc(sizeof(JSAMPROW) * (size_t) c->rec_outbuf_height);
 	if (!pixels || !rows)
 		snap_jpeg_stop(j, "out of memory");
+	if (top > 0)
+		jpeg_skip_scanlines(c, (JDIMENSION) top);
 	/* The kill flag is checked by the progress monitor on every call. */
-	while (c->output_scanline < (JDIMENSION) h) {
+	while (c->output_scanline < (JDIMENSION) (top + rows_out)) {
 		for (int i = 0; i < c->rec_outbuf_height; i++) {
-			size_t y = c->output_scanline + (size_t) i;
-			rows[i] = pixels + stride * (y < (size_t) h ? y : (size_t) h);
+			size_t y = c->output_scanline - (size_t) top + (size_t) i;
+			rows[i] = pixels + stride * (y < (size_t) rows_out ? y : (size_t) rows_out);
 		}
 		jpeg_read_scanlines(c, rows, (JDIMENSION) c->rec_outbuf_height);
 	}
+	/* The rows below are read (entropy-decoded, not transformed) as far as a whole
+	 * decode would read, so that damage there fails as it did. A skip that reaches
+	 * the last row returns without reading anything: stop one row short and read
+	 * that row (into the spare one). */
+	if (c->output_scanline < (JDIMENSION) h) {
+		int to_end = (JDIMENSION) h >= c->output_height;
+		JDIMENSION skip = (JDIMENSION) h - c->output_scanline - (to_end ? 1 : 0);
+		if (skip > 0)
+			jpeg_skip_scanlines(c, skip);
+		while (to_end && c->output_scanline < (JDIMENSION) h) {
+			for (int i = 0; i < c->rec_outbuf_height; i++)
+				rows[i] = pixels + stride * (size_t) rows_out;
+			jpeg_read_scanlines(c, rows, (JDIMENSION) c->rec_outbuf_height);
+		}
+	}
 	/* Pack to the kept width. */
-	if ((int) c->output_width != w)
-		for (int y = 1; y < h; y++)
-			memmove(pixels + (size_t) y * w * n, pixels + (size_t) y * stride, (size_t) w * n);
+	if ((int) c->output_width != kept)
+		for (int y = 1; y < rows_out; y++)
+			memmove(pixels + (size_t) y * kept * n, pixels + (size_t) y * stride, (size_t) kept * n);
 	/* Adobe (Photoshop) writes CMYK inverted: 0 is full ink. */
 	if (c->out_color_space == JCS_CMYK && c->saw_Adobe_marker)
-		for (size_t i = 0, count = (size_t) w * h * n; i < count; i++)
+		for (size_t i = 0, count = (size_t) kept * rows_out * n; i < count; i++)
 			pixels[i] = (unsigned char) (255 - pixels[i]);
+	if (region) {
+		region[0] = left; region[1] = top; region[2] = kept; region[3] = rows_out;
+	}
+	w = kept;
+	h = rows_out;
 	free(rows);
 	*out = pixels;
 	*width = w;
@@ -236,15 +276,15 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 int
 snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk)
 {
-	return snap_jpeg_decode_to(j, shrink, NULL, 0, out, width, height, bands, cmyk);
+	return snap_jpeg_decode_to(j, shrink, NULL, 0, out, width, height, bands, cmyk, NULL);
 }
 
 int
 snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
-                      int *width, int *height, int *bands, int *cmyk)
+                      int *width, int *height, int *bands, int *cmyk, int *region)
 {
 	unsigned char *out;
-	return snap_jpeg_decode_to(j, shrink, pixels, capacity, &out, width, height, bands, cmyk);
+	return snap_jpeg_decode_to(j, shrink, pixels, capacity, &out, width, height, bands, cmyk, region);
 }
 
 const char *snap_jpeg_message_text(snap_jpeg *j) { return j ? j->message : "out of memory"; }

@@ -111,6 +111,13 @@ static __thread struct snap_weight_cache snap_cache;
 int
 snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out)
 {
+	return snap_square_rgb_region(rgb, width, height, 0, 0, width, height, side, out);
+}
+
+int
+snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_height, int left_at, int top_at,
+                       int width, int height, int side, unsigned char *out)
+{
 	/* The exact centre square, offsets in output pixels and not rounded:
 	 * libvips' thumbnail rounds the scaled size and the crop's offset to whole
 	 * pixels, which shifts the square by up to a pixel against the photo's
@@ -164,9 +171,12 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 		if (yf[y] < r0) r0 = yf[y];
 		if (yf[y] + yf[side + y] - 1 > r1) r1 = yf[y] + yf[side + y] - 1;
 	}
+	if (c0 < left_at || r0 < top_at || c1 >= left_at + region_width || r1 >= top_at + region_height) {
+		status = -2;
+		goto done;
+	}
 	size_t span = (size_t) (c1 - c0 + 1) * 3;
 	int ncols = c1 - c0 + 1;
-	(void) r1;
 	/* Every buffer stays under glibc's mmap threshold (128 KiB, fixed at start):
 	 * larger ones were mapped and faulted in afresh for every image. */
 	enum { BLOCK = 16 };
@@ -184,7 +194,7 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 		for (int y = y0; y < y0 + rows; y++) {
 			int first = yf[y], count = yf[side + y];
 			for (; converted < first + count; converted++) {
-				const unsigned char *in = rgb + ((size_t) converted * width + c0) * 3;
+				const unsigned char *in = rgb + ((size_t) (converted - top_at) * region_width + (c0 - left_at)) * 3;
 				float *dst = ring + (size_t) ((converted - r0) % yt) * span;
 				for (size_t i = 0; i < span; i++) dst[i] = (float) in[i];
 			}

@@ -81,8 +81,11 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
     }
 
     /// Packed 8-bit pixels as libjpeg decodes them at 1/`shrink` (the same as
-    /// `decode(shrink:)`, without a libvips image).
-    public func decodePixels(shrink: Int) throws -> (pixels: [UInt8], width: Int, height: Int, bands: Int, cmyk: Bool) {
+    /// `decode(shrink:)`, without a libvips image). With `region` (in the 1/`shrink`
+    /// image) only that part is decoded, its left edge moved to an iMCU boundary:
+    /// the same pixels as there in a whole decode; `region` in the result says
+    /// what came out (the whole image without one).
+    public func decodePixels(shrink: Int, region: PixelRegion? = nil) throws -> DecodedPixels {
         precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
         var capacity = 0
         guard snap_jpeg_decode_capacity(handle, Int32(shrink), &capacity) == 0 else {
@@ -91,14 +94,22 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
         // Straight into the array's storage: no second copy of the image.
         var width: Int32 = 0, height: Int32 = 0, bands: Int32 = 0, cmyk: Int32 = 0
         var status: Int32 = -1
+        var asked: [Int32] = region.map { [Int32($0.left), Int32($0.top), Int32($0.width), Int32($0.height)] } ?? [0, 0, 0, 0]
         let pixels = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-            status = snap_jpeg_decode_into(handle, Int32(shrink), buffer.baseAddress, capacity, &width, &height, &bands, &cmyk)
+            status = asked.withUnsafeMutableBufferPointer {
+                snap_jpeg_decode_into(handle, Int32(shrink), buffer.baseAddress, capacity, &width, &height, &bands, &cmyk, $0.baseAddress)
+            }
             count = status == 0 ? Int(width) * Int(height) * Int(bands) : 0
         }
         guard status == 0 else {
             throw VipsError(operation: "jpeg_decode", message: String(cString: snap_jpeg_message_text(handle)))
         }
-        return (pixels, Int(width), Int(height), Int(bands), cmyk != 0)
+        let whole = (width: Int(self.width) / shrink, height: Int(self.height) / shrink)
+        let part = region == nil
+            ? PixelRegion(left: 0, top: 0, width: whole.width, height: whole.height)
+            : PixelRegion(left: Int(asked[0]), top: Int(asked[1]), width: Int(asked[2]), height: Int(asked[3]))
+        return DecodedPixels(pixels: pixels, width: Int(width), height: Int(height), bands: Int(bands), cmyk: cmyk != 0,
+                             region: part, fullWidth: whole.width, fullHeight: whole.height)
     }
 
     private func decodePacked<T>(shrink: Int, _ body: (UnsafePointer<UInt8>, Int, Int, Int, Bool) throws -> T) throws -> T {
@@ -114,4 +125,25 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {
     }
 
     public func kill() { snap_jpeg_kill(handle) }
+}
+
+/// A rectangle of an image, in pixels.
+public struct PixelRegion: Equatable, Sendable {
+    public var left: Int, top: Int, width: Int, height: Int
+    public init(left: Int, top: Int, width: Int, height: Int) {
+        self.left = left
+        self.top = top
+        self.width = width
+        self.height = height
+    }
+}
+
+/// What `JPEGDecoder.decodePixels` made: `width` × `height` packed pixels, which
+/// are `region` of the whole `fullWidth` × `fullHeight` decoded image.
+public struct DecodedPixels: Sendable {
+    public let pixels: [UInt8]
+    public let width: Int, height: Int, bands: Int
+    public let cmyk: Bool
+    public let region: PixelRegion
+    public let fullWidth: Int, fullHeight: Int
 }

@@ -8,12 +8,23 @@ public enum Resample {
     /// crop to whole pixels, for a fraction of its cost on the ~270×360 images
     /// SnapThumb decodes snaps to.
     public static func squareCentre(rgb: [UInt8], width: Int, height: Int, side: Int) throws -> [UInt8] {
-        precondition(rgb.count == width * height * 3, "RGB buffer does not match its size")
+        try squareCentre(rgb: rgb, region: PixelRegion(left: 0, top: 0, width: width, height: height),
+                         fullWidth: width, fullHeight: height, side: side)
+    }
+
+    /// The same square of a `fullWidth`×`fullHeight` image of which `rgb` holds only
+    /// `region` (enough around the centre for every tap; otherwise an error).
+    public static func squareCentre(rgb: [UInt8], region: PixelRegion, fullWidth: Int, fullHeight: Int, side: Int) throws -> [UInt8] {
+        precondition(rgb.count == region.width * region.height * 3, "RGB buffer does not match its size")
         var out = [UInt8](repeating: 0, count: side * side * 3)
         let status = rgb.withUnsafeBufferPointer { input in
-            out.withUnsafeMutableBufferPointer { snap_square_rgb(input.baseAddress, Int32(width), Int32(height), Int32(side), $0.baseAddress) }
+            out.withUnsafeMutableBufferPointer {
+                snap_square_rgb_region(input.baseAddress, Int32(region.width), Int32(region.height), Int32(region.left), Int32(region.top),
+                                       Int32(fullWidth), Int32(fullHeight), Int32(side), $0.baseAddress)
+            }
         }
-        guard status == 0 else { throw VipsError(operation: "square", message: "out of memory resampling \(width)×\(height)") }
+        guard status != -2 else { throw VipsError(operation: "square", message: "the decoded part of \(fullWidth)×\(fullHeight) does not hold the square") }
+        guard status == 0 else { throw VipsError(operation: "square", message: "out of memory resampling \(fullWidth)×\(fullHeight)") }
         return out
     }
 

@@ -11,7 +11,7 @@ struct QualityTests {
         let settings = Settings()
         let (_, image) = try DecodeStep.run(SourceBuffer(bytes), settings: settings, need: need)
         switch image {
-        case .rgb(_, let width, let height): return min(width, height)
+        case .rgb(let packed): return min(packed.region.width, packed.region.height)
         case .vips(let image): return min(image.width, image.height)
         }
     }

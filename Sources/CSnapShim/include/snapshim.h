@@ -114,10 +114,13 @@ int snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, sn
 int snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk);
 /* The same decode into the caller's buffer of at least snap_jpeg_decode_capacity
  * bytes (whole libjpeg rows and a spare one); the first width × height × bands
- * bytes are the packed pixels. Saves a copy of the decoded image. */
+ * bytes are the packed pixels. Saves a copy of the decoded image. With region
+ * (x, y, width, height in the 1/shrink image; NULL or width 0: all of it) only that
+ * part is decoded (left edge moved to an iMCU boundary; region[] is set to what
+ * came out), the same pixels as there in a whole decode. */
 int snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes);
 int snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
-                          int *width, int *height, int *bands, int *cmyk);
+                          int *width, int *height, int *bands, int *cmyk, int *region);
 const char *snap_jpeg_message_text(snap_jpeg *j);
 /* From any thread: the decode stops at its next row band with "killed". */
 void snap_jpeg_kill(snap_jpeg *j);
@@ -179,6 +182,11 @@ void snap_md5(const void *data, size_t len, unsigned char out[16]);
  * crop but without rounding the crop to whole pixels, and without a libvips pipeline: that costs more than the pixels
  * on a 135×180 image. Returns 0, or -1 when memory runs out. */
 int snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out);
+/* The same square of a width × height image of which only a part is in memory:
+ * rgb holds region_width × region_height pixels starting at (left, top). Fails
+ * (-2) if the square's taps reach outside that part. */
+int snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_height, int left, int top,
+                           int width, int height, int side, unsigned char *out);
 /* Packed 8-bit RGB turned upright: rotated clockwise by rotate (0, 90, 180 or
  * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
  * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */

@@ -44,18 +44,41 @@ enum WorkingImage {
     /// Packed RGB: a JPEG with nothing for libvips to do (YCbCr or RGB without an
     /// ICC profile: already sRGB; the orient step turns it upright). Handing it through
     /// a libvips image cost a pipeline and its thread hand-offs per snap.
-    case rgb(pixels: [UInt8], width: Int, height: Int)
+    case rgb(PackedRGB)
     case vips(VImage)
 
     /// As a libvips image (copies packed pixels).
     func vipsImage() throws -> VImage {
         switch self {
-        case .rgb(let pixels, let width, let height):
+        case .rgb(let packed):
+            guard packed.isWhole else { throw SnapError(.internal, "only the centre of the image was decoded") }
             try DecodeStep.startLibvips()
-            return try VImage.fromRGB(pixels, width: width, height: height)
+            return try VImage.fromRGB(packed.pixels, width: packed.width, height: packed.height)
         case .vips(let image): return image
         }
     }
+}
+
+/// Packed 8-bit RGB of a `width`×`height` image, of which `pixels` may hold only
+/// `region`: for a centre crop only the centre square and the resampler's reach
+/// around it are decoded (libjpeg skips the IDCT and colour conversion of the rest).
+struct PackedRGB {
+    var pixels: [UInt8]
+    var region: PixelRegion
+    var width: Int, height: Int
+
+    init(pixels: [UInt8], region: PixelRegion, width: Int, height: Int) {
+        self.pixels = pixels
+        self.region = region
+        self.width = width
+        self.height = height
+    }
+
+    init(pixels: [UInt8], width: Int, height: Int) {
+        self.init(pixels: pixels, region: PixelRegion(left: 0, top: 0, width: width, height: height), width: width, height: height)
+    }
+
+    var isWhole: Bool { region == PixelRegion(left: 0, top: 0, width: width, height: height) }
 
 }
 
@@ -116,8 +139,14 @@ enum DecodeStep {
                     onImage(decoder)
                     if decoder.colourSpace == .ycbcr || decoder.colourSpace == .rgb, header.profile == nil {
                         // Already sRGB: packed pixels, no libvips image.
-                        let decoded = try decoder.decodePixels(shrink: shrink)
-                        return (header, .rgb(pixels: decoded.pixels, width: decoded.width, height: decoded.height))
+                        // A centre crop needs only the centre (what every variant reads).
+                        let region = settings.square.crop == .centre
+                            ? centreRegion(width: header.width / shrink, height: header.height / shrink,
+                                           smallestSide: min(settings.square.size, 4 * settings.pixel.grid))
+                            : nil
+                        let decoded = try decoder.decodePixels(shrink: shrink, region: region)
+                        return (header, .rgb(PackedRGB(pixels: decoded.pixels, region: decoded.region,
+                                                       width: decoded.fullWidth, height: decoded.fullHeight)))
                     }
                     try startLibvips()
                     return (header, .vips(try decoder.decode(shrink: shrink)))
@@ -191,6 +220,20 @@ enum DecodeStep {
     /// any encoding (README: Quality per byte); 1/4 costs about 1 ms more.
     static func jpegShrink(short: Int, need: Int) -> Int {
         [8, 4, 2].first { short / $0 >= 2 * need } ?? 1
+    }
+
+    /// The part of a `width`×`height` image that centre squares down to `smallestSide`
+    /// read: the centre square and, along the long side, Lanczos3's reach past it
+    /// (3 output pixels, 3 · short / side input pixels) and a few pixels more.
+    /// Nil when that is the whole image. The same region is the centre whatever
+    /// the orientation.
+    static func centreRegion(width: Int, height: Int, smallestSide: Int) -> PixelRegion? {
+        let short = min(width, height), long = max(width, height)
+        let margin = (3 * short + smallestSide - 1) / max(1, smallestSide) + 4
+        let start = max(0, (long - short) / 2 - margin), end = min(long, (long + short + 1) / 2 + margin)
+        guard end - start < long else { return nil }
+        return width > height ? PixelRegion(left: start, top: 0, width: end - start, height: height)
+                              : PixelRegion(left: 0, top: start, width: width, height: end - start)
     }
 
     /// Lanczos reduction that does not darken edges of transparent areas.

@@ -6,9 +6,8 @@ extension PipelineStep {
     static let orient = PipelineStep(name: "orient") { snap in
         let fix = OrientationFix(exif: try snap.required(snap.header, "the header").orientation)
         switch try snap.required(snap.image, "the decoded image") {
-        case .rgb(let pixels, let width, let height):
-            let upright = Resample.oriented(rgb: pixels, width: width, height: height, rotate: fix.rotate, flip: fix.flip)
-            snap.image = .rgb(pixels: upright.pixels, width: upright.width, height: upright.height)
+        case .rgb(let packed):
+            snap.image = .rgb(fix.apply(to: packed))
         case .vips(let image):
             do {
                 snap.image = .vips(try fix.apply(to: image))
@@ -41,6 +40,29 @@ public struct OrientationFix: Equatable, Sendable {
 
     /// True when the fix swaps width and height.
     public var swapsAxes: Bool { rotate == 90 || rotate == 270 }
+
+    /// The decoded part turned upright, and where it now lies in the upright whole.
+    func apply(to packed: PackedRGB) -> PackedRGB {
+        let r = packed.region
+        let upright = Resample.oriented(rgb: packed.pixels, width: r.width, height: r.height, rotate: rotate, flip: flip)
+        // Where stored pixel (x, y) of the whole W×H image shows: rotated clockwise, then mirrored.
+        let w = packed.width, h = packed.height
+        let ow = swapsAxes ? h : w, oh = swapsAxes ? w : h
+        func place(_ x: Int, _ y: Int) -> (Int, Int) {
+            var p: (Int, Int)
+            switch rotate {
+            case 90: p = (h - 1 - y, x)
+            case 180: p = (w - 1 - x, h - 1 - y)
+            case 270: p = (y, w - 1 - x)
+            default: p = (x, y)
+            }
+            if flip { p.0 = ow - 1 - p.0 }
+            return p
+        }
+        let a = place(r.left, r.top), b = place(r.left + r.width - 1, r.top + r.height - 1)
+        let region = PixelRegion(left: min(a.0, b.0), top: min(a.1, b.1), width: upright.width, height: upright.height)
+        return PackedRGB(pixels: upright.pixels, region: region, width: ow, height: oh)
+    }
 
     func apply(to image: VImage) throws -> VImage {
         var out = image

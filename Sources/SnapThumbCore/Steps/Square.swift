@@ -20,8 +20,9 @@ extension PipelineStep {
 /// centre crop is the same with or without it.
 func squarePixels(_ image: WorkingImage, side: Int, crop: CropMode, onImage: (any Killable) -> Void = { _ in }) throws -> [UInt8] {
     switch image {
-    case .rgb(let pixels, let width, let height) where crop == .centre:
-        return try Resample.squareCentre(rgb: pixels, width: width, height: height, side: side)
+    case .rgb(let packed) where crop == .centre:
+        return try Resample.squareCentre(rgb: packed.pixels, region: packed.region, fullWidth: packed.width,
+                                         fullHeight: packed.height, side: side)
     case .vips(let image) where crop == .centre && image.bands == 3 && image.isUChar:
         return try Resample.squareCentre(rgb: image.pixels(), width: image.width, height: image.height, side: side)
     default:
