@@ -96,17 +96,50 @@ snap_accumulate(float *restrict acc, size_t n, const float *const *src, const fl
 	}
 }
 
-/* The weights of the last geometry this thread resampled: snaps mostly share one
- * decoded size (1080×1440 → 270×360), and computing the weights took a sixth of
- * the resampler's time (two sin() per tap). Fixed arrays, no malloc: nothing to
- * free when a thread ends. Larger geometries are computed every time. */
-#define SNAP_WEIGHT_CACHE 4096
-struct snap_weight_cache {
-	int valid, width, height, side, xt, yt;
-	int xf[512], yf[512];
-	float xw[SNAP_WEIGHT_CACHE], yw[SNAP_WEIGHT_CACHE];
+/* Weights of the last few axes this thread resampled: snaps mostly share one
+ * decoded size (1080×1440 → 270×360, or 360×270 when stored turned), and
+ * computing the weights took a sixth of the resampler's time (two sin() per tap).
+ * An axis's weights depend on its length, the short side and the output side.
+ * Fixed arrays, no malloc: nothing to free when a thread ends. */
+#define SNAP_CACHE_AXES 4
+#define SNAP_CACHE_SIDE 256
+#define SNAP_CACHE_WEIGHTS 4096
+struct snap_axis_cache {
+	int len, shortside, side, taps;
+	int first[2 * SNAP_CACHE_SIDE];
+	float w[SNAP_CACHE_WEIGHTS];
 };
-static __thread struct snap_weight_cache snap_cache;
+static __thread struct snap_axis_cache snap_axes[SNAP_CACHE_AXES];
+static __thread int snap_axes_next;
+
+/* The folded weights of one axis: from the cache, or computed (and cached when
+ * they fit). *w is malloc'd. */
+static int
+snap_axis(int side, int len, int shortside, double scale, double offset, int *first, float **w, int *taps)
+{
+	for (int i = 0; i < SNAP_CACHE_AXES; i++) {
+		struct snap_axis_cache *c = &snap_axes[i];
+		if (c->taps > 0 && c->len == len && c->shortside == shortside && c->side == side) {
+			*w = malloc(sizeof(float) * (size_t) side * c->taps);
+			if (!*w) return -1;
+			memcpy(first, c->first, sizeof(int) * side * 2);
+			memcpy(*w, c->w, sizeof(float) * (size_t) side * c->taps);
+			*taps = c->taps;
+			return 0;
+		}
+	}
+	if (snap_weights(side, len, scale, offset, first, first + side, w, taps) ||
+	    snap_fold_edges(side, len, *taps, first, first + side, *w))
+		return -1;
+	if (side <= SNAP_CACHE_SIDE && side * *taps <= SNAP_CACHE_WEIGHTS) {
+		struct snap_axis_cache *c = &snap_axes[snap_axes_next];
+		snap_axes_next = (snap_axes_next + 1) % SNAP_CACHE_AXES;
+		memcpy(c->first, first, sizeof(int) * side * 2);
+		memcpy(c->w, *w, sizeof(float) * (size_t) side * *taps);
+		c->len = len; c->shortside = shortside; c->side = side; c->taps = *taps;
+	}
+	return 0;
+}
 
 int
 snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsigned char *out)
@@ -132,33 +165,10 @@ snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_he
 	const float **src = NULL;
 	int xt = 0, yt = 0, status = -1;
 	if (!xf || !yf) goto done;
-	struct snap_weight_cache *cache = &snap_cache;
-	if (cache->valid && cache->width == width && cache->height == height && cache->side == side) {
-		xt = cache->xt; yt = cache->yt;
-		xw = malloc(sizeof(float) * (size_t) side * xt);
-		yw = malloc(sizeof(float) * (size_t) side * yt);
-		if (!xw || !yw) goto done;
-		memcpy(xf, cache->xf, sizeof(int) * side * 2);
-		memcpy(yf, cache->yf, sizeof(int) * side * 2);
-		memcpy(xw, cache->xw, sizeof(float) * (size_t) side * xt);
-		memcpy(yw, cache->yw, sizeof(float) * (size_t) side * yt);
-	} else {
-		if (snap_weights(side, width, scale, left, xf, xf + side, &xw, &xt) ||
-		    snap_weights(side, height, scale, top, yf, yf + side, &yw, &yt))
-			goto done;
-		if (snap_fold_edges(side, width, xt, xf, xf + side, xw) ||
-		    snap_fold_edges(side, height, yt, yf, yf + side, yw))
-			goto done;
-		cache->valid = 0;
-		if (2 * side <= 512 && side * xt <= SNAP_WEIGHT_CACHE && side * yt <= SNAP_WEIGHT_CACHE) {
-			memcpy(cache->xf, xf, sizeof(int) * side * 2);
-			memcpy(cache->yf, yf, sizeof(int) * side * 2);
-			memcpy(cache->xw, xw, sizeof(float) * (size_t) side * xt);
-			memcpy(cache->yw, yw, sizeof(float) * (size_t) side * yt);
-			cache->width = width; cache->height = height; cache->side = side;
-			cache->xt = xt; cache->yt = yt; cache->valid = 1;
-		}
-	}
+	int shortside = width < height ? width : height;
+	if (snap_axis(side, width, shortside, scale, left, xf, &xw, &xt) ||
+	    snap_axis(side, height, shortside, scale, top, yf, &yw, &yt))
+		goto done;
 
 	/* Only the columns and rows the crop reads. */
 	int c0 = xf[0], c1 = xf[side - 1] + xf[2 * side - 1] - 1;
@@ -253,4 +263,38 @@ snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int
 			row[x * 3 + 2] = p[2];
 		}
 	}
+}
+
+/* Sums over neighbouring pixels of packed RGB side×side, for the budget search's
+ * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns, and
+ * |2y − left − right|, |2y − up − down|, with y = (77R + 150G + 29B) >> 8. */
+void
+snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second)
+{
+	long steps = 0, csteps = 0, curv = 0;
+	int *y = malloc(sizeof(int) * (size_t) side * side * 3);
+	if (!y) { *luma = *chroma = *second = 0; return; }
+	int *cb = y + (size_t) side * side, *cr = cb + (size_t) side * side;
+	for (int i = 0, n = side * side; i < n; i++) {
+		int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+		int l = (77 * r + 150 * g + 29 * b) >> 8;
+		y[i] = l; cb[i] = b - l; cr[i] = r - l;
+	}
+	for (int row = 0; row < side; row++) {
+		for (int col = 0; col < side; col++) {
+			int i = row * side + col;
+			if (col + 1 < side) {
+				steps += abs(y[i] - y[i + 1]);
+				csteps += abs(cb[i] - cb[i + 1]) + abs(cr[i] - cr[i + 1]);
+			}
+			if (row + 1 < side) {
+				steps += abs(y[i] - y[i + side]);
+				csteps += abs(cb[i] - cb[i + side]) + abs(cr[i] - cr[i + side]);
+			}
+			if (col > 0 && col + 1 < side) curv += abs(2 * y[i] - y[i - 1] - y[i + 1]);
+			if (row > 0 && row + 1 < side) curv += abs(2 * y[i] - y[i - side] - y[i + side]);
+		}
+	}
+	free(y);
+	*luma = steps; *chroma = csteps; *second = curv;
 }

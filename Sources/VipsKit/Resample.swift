@@ -42,4 +42,14 @@ public enum Resample {
         let swap = rotate == 90 || rotate == 270
         return (out, swap ? height : width, swap ? width : height)
     }
+
+    /// Sums over neighbouring pixels of packed RGB `side`×`side`: absolute luma
+    /// differences, absolute chroma (B − Y, R − Y) differences, and absolute luma
+    /// second differences, over rows and columns (y = (77R + 150G + 29B) >> 8).
+    public static func neighbourSums(rgb: [UInt8], side: Int) -> (luma: Int, chroma: Int, second: Int) {
+        precondition(rgb.count >= side * side * 3, "RGB buffer does not match its size")
+        var luma = 0, chroma = 0, second = 0
+        rgb.withUnsafeBufferPointer { snap_pixel_steps($0.baseAddress, Int32(side), &luma, &chroma, &second) }
+        return (luma, chroma, second)
+    }
 }

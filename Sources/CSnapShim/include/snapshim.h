@@ -190,6 +190,8 @@ int snap_square_rgb_region(const unsigned char *rgb, int region_width, int regio
 /* Packed 8-bit RGB turned upright: rotated clockwise by rotate (0, 90, 180 or
  * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
  * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */
+/* Neighbour sums of packed RGB side×side for the JPEG size prediction (see resample.c). */
+void snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second);
 void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
 
 /* ==== The process (process.c) ==== */

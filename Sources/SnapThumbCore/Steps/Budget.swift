@@ -199,38 +199,7 @@ enum JPEGBudgetSearch {
         let luma: Double, chroma: Double, curvature: Double
 
         init(rgb: [UInt8], side: Int) {
-            let count = side * side
-            var y = [Int32](repeating: 0, count: count), cb = y, cr = y
-            rgb.withUnsafeBufferPointer { p in
-                for i in 0..<min(count, p.count / 3) {
-                    let r = Int32(p[3 * i]), g = Int32(p[3 * i + 1]), b = Int32(p[3 * i + 2])
-                    let l = (77 &* r &+ 150 &* g &+ 29 &* b) >> 8
-                    y[i] = l; cb[i] = b &- l; cr[i] = r &- l
-                }
-            }
-            var steps = 0, chromaSteps = 0, second = 0
-            y.withUnsafeBufferPointer { y in
-                cb.withUnsafeBufferPointer { cb in
-                    cr.withUnsafeBufferPointer { cr in
-                        for row in 0..<side {
-                            let at = row * side
-                            for column in 0..<side {
-                                let i = at + column
-                                if column + 1 < side {
-                                    steps &+= Int(abs(y[i] &- y[i + 1]))
-                                    chromaSteps &+= Int(abs(cb[i] &- cb[i + 1]) &+ abs(cr[i] &- cr[i + 1]))
-                                }
-                                if row + 1 < side {
-                                    steps &+= Int(abs(y[i] &- y[i + side]))
-                                    chromaSteps &+= Int(abs(cb[i] &- cb[i + side]) &+ abs(cr[i] &- cr[i + side]))
-                                }
-                                if column > 0 && column + 1 < side { second &+= Int(abs(2 &* y[i] &- y[i - 1] &- y[i + 1])) }
-                                if row > 0 && row + 1 < side { second &+= Int(abs(2 &* y[i] &- y[i - side] &- y[i + side])) }
-                            }
-                        }
-                    }
-                }
-            }
+            let (steps, chromaSteps, second) = Resample.neighbourSums(rgb: rgb, side: side)
             let pairs = Double(max(1, 2 * side * (side - 1))), triples = Double(max(1, 2 * side * (side - 2)))
             // Clamped to about the range the tables were fitted on: a grey square
             // (no chroma steps at all) is far outside it, and its size is not.
