@@ -61,9 +61,9 @@ struct Fitted {
 /// only on the pixels, so the answer is deterministic.
 enum JPEGBudgetSearch {
     /// An encode that fits and reaches this share of the budget ends the search
-    /// (with the pixel-based first guess: a mean fill of 95–97 % in 1.7–1.9 encodes on
+    /// (with the pixel-based first guess: a mean fill of 95–97 % in 1.8–2.0 encodes on
     /// average on the corpus; docs/performance.md: Budget search).
-    static let fill = 0.94
+    static let fill = 0.95
     /// After the first encode missed, an encode that fits and reaches this share ends
     /// the search: another encode would cost more than the last few per cent fill.
     static let laterFill = 0.90
@@ -72,7 +72,7 @@ enum JPEGBudgetSearch {
     static let aim = 0.985
     /// The first guess aims lower: it comes from the pixels alone, and a first
     /// encode over the budget always costs a second.
-    static let firstAim = 0.97
+    static let firstAim = 0.98
 
     /// The size model for one chroma layout.
     struct Model: Sendable {
