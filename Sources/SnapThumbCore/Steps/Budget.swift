@@ -274,3 +274,15 @@ enum JPEGBudgetSearch {
                        encode: { try JPEG.encode(rgb: rgb, width: side, height: side, quality: $0, chroma: settings.chroma) })
     }
 }
+
+extension JPEGBudgetSearch.Model {
+    /// Pipeline version 3's one-point prediction of ln size(90) of a 4:4:4 square (its
+    /// coefficients whatever the model), kept as a measure of detail: the modern
+    /// square's size model (`ModernSquare`) was fitted on it.
+    func predictedLogSize90(rgb: [UInt8], side: Int) -> Double {
+        let sums = Resample.neighbourSums(rgb: rgb, side: side)
+        let pairs = Double(max(1, 2 * side * (side - 1)))
+        let area = log(Double(side * side) / 10_000)
+        return 7.0465 + area + 0.5331 * log(Double(sums.luma) / pairs + 0.3) + 0.2491 * log(Double(sums.chroma) / pairs + 0.3)
+    }
+}
