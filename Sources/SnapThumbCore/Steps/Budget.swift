@@ -75,7 +75,7 @@ enum JPEGBudgetSearch {
     static let firstAim = 0.98
 
     /// The size model for one chroma layout.
-    struct Model: Sendable {
+    struct Model: Sendable, SizeCurve {
         /// Qualities at which `shapeTable` is measured.
         static let points: [Double] = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85,
                                        90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100]
@@ -235,34 +235,11 @@ enum JPEGBudgetSearch {
         let allowed = Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit)
         let target = log(allowed * aim)
 
-        var fail: (q: Int, size: Int)?
-        var fit: (q: Int, bytes: [UInt8])?
-        var guess = min(max(start ?? range.upperBound, 1), range.upperBound)
-        while true {
-            let bytes = try run(guess)
-            if budget.fits(bytes.count) { fit = (guess, bytes) } else { fail = (guess, bytes.count) }
-
-            if let fit, fit.q == range.upperBound || Double(fit.bytes.count) >= (encodes == 1 ? fill : laterFill) * allowed { break }
-            let low = fit?.q ?? 0
-            let high = fail?.q ?? (range.upperBound + 1)
-            if high - low <= 1 { break }
-
-            // Fit the model through the nearest points and solve it for the target.
-            var slope = 1.0
-            let reference: (q: Int, size: Int)
-            if let fit, let fail {
-                let spread = model.shape(Double(fail.q)) - model.shape(Double(fit.q))
-                if spread > 0 { slope = max(0.2, (log(Double(fail.size)) - log(Double(fit.bytes.count))) / spread) }
-                reference = fail
-            } else if let fail {
-                reference = fail
-            } else {
-                reference = (fit!.q, fit!.bytes.count)
-            }
-            let offset = log(Double(reference.size)) - slope * model.shape(Double(reference.q))
-            let predicted = model.inverseShape((target - offset) / slope)
-            guess = min(max(Int(predicted.rounded(.down)), low + 1), high - 1)
-        }
+        let search = QualitySearch(curve: model, bottom: 1, top: range.upperBound, firstFill: fill, laterFill: laterFill,
+                                   slopes: 0.2...Double.infinity, quarterBracket: false)
+        let outcome = try search.run(start: min(max(start ?? range.upperBound, 1), range.upperBound), allowed: allowed, target: target,
+                                     fits: budget.fits, encode: run)
+        let (fit, fail) = (outcome.fit, outcome.fail)
         if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: fit.q < range.lowerBound) }
         throw SnapError(.budget, "even at JPEG quality 1 the thumbnail is \(fail!.size) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
     }

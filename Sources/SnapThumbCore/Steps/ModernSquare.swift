@@ -47,7 +47,7 @@ enum ModernBudgetSearch {
     static let aim = 0.97
 
     /// How a codec's size grows with quality (fitted on the 120 corpus snaps, effort 2).
-    struct Model: Sendable {
+    struct Model: Sendable, SizeCurve {
         /// Qualities at which `shapeTable` is measured.
         static let points: [Double] = [1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85,
                                        90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100]
@@ -115,34 +115,11 @@ enum ModernBudgetSearch {
         let allowed = allowed(budget)
         let target = log(allowed * aim)
 
-        var fit: (q: Int, bytes: [UInt8])?
-        var fail: (q: Int, size: Int)?
-        var guess = min(max(start ?? 50, range.lowerBound), range.upperBound)
-        while true {
-            let bytes = try run(guess)
-            if budget.fits(bytes.count) { fit = (guess, bytes) } else { fail = (guess, bytes.count) }
-
-            if let fit, fit.q == range.upperBound || Double(fit.bytes.count) >= fill * allowed { break }
-            let low = fit?.q ?? range.lowerBound - 1
-            let high = fail?.q ?? range.upperBound + 1
-            if high - low <= 1 { break }
-
-            var slope = 1.0
-            let reference: (q: Int, size: Int)
-            if let fit, let fail {
-                let spread = model.shape(Double(fail.q)) - model.shape(Double(fit.q))
-                if spread > 0 { slope = min(max((log(Double(fail.size)) - log(Double(fit.bytes.count))) / spread, 0.5), 2) }
-                reference = fail
-            } else if let fail {
-                reference = fail
-            } else {
-                reference = (fit!.q, fit!.bytes.count)
-            }
-            let offset = log(Double(reference.size)) - slope * model.shape(Double(reference.q))
-            let predicted = Int(model.inverseShape((target - offset) / slope).rounded(.down))
-            let margin = fit != nil && fail != nil ? max(1, (high - low) / 4) : 1
-            guess = min(max(predicted, low + margin), high - margin)
-        }
+        let search = QualitySearch(curve: model, bottom: range.lowerBound, top: range.upperBound, firstFill: fill, laterFill: fill,
+                                   slopes: 0.5...2, quarterBracket: true)
+        let outcome = try search.run(start: min(max(start ?? 50, range.lowerBound), range.upperBound), allowed: allowed, target: target,
+                                     fits: budget.fits, encode: run)
+        let (fit, fail) = (outcome.fit, outcome.fail)
         if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: fit.q < floor) }
         throw SnapError(.budget, "even at \(codec == .avif ? "AVIF" : "HEIC") quality \(range.lowerBound) \(variantName(codec)) is \(fail!.size) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
     }
