@@ -2,6 +2,7 @@ import Foundation
 import SnapThumbCore
 import SnapThumbRunner
 import SnapThumbWatch
+import VipsKit
 
 /// The watch daemon's drain rate against a backfill of the same files: every
 /// upload renamed into `incoming/` at once (a burst, as after an outage of the
@@ -63,6 +64,10 @@ public enum WatchBurst {
             try fm.copyItem(atPath: source, toPath: "\(staged)/\(name)")
             names.append(name)
         }
+
+        // Written back now, untimed: otherwise backfill's first group commits (a syncfs
+        // each) would write back every staged copy and the watch side would not pay for them.
+        _ = FileSystem.syncfs(root)
 
         // Backfill of the staged copies (read-only: they stay for the watch side).
         let backfillStart = now()
