@@ -281,35 +281,62 @@ snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int
 }
 
 /* Sums over neighbouring pixels of packed RGB side×side, for the budget search's
- * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns, and
- * |2y − left − right|, |2y − up − down|, with y = (77R + 150G + 29B) >> 8. */
-void
-snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second)
+ * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns,
+ * |2y − left − right| and |2y − up − down|, the pairs with |Δy| ≤ 1, and Δy²,
+ * with y = (77R + 150G + 29B) >> 8. */
+/* One row's luma and chroma (B − Y, R − Y). */
+static void
+snap_steps_row(const unsigned char *rgb, int side, int *y, int *cb, int *cr)
 {
-	long steps = 0, csteps = 0, curv = 0;
-	int *y = malloc(sizeof(int) * (size_t) side * side * 3);
-	if (!y) { *luma = *chroma = *second = 0; return; }
-	int *cb = y + (size_t) side * side, *cr = cb + (size_t) side * side;
-	for (int i = 0, n = side * side; i < n; i++) {
-		int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+	for (int x = 0; x < side; x++) {
+		int r = rgb[3 * x], g = rgb[3 * x + 1], b = rgb[3 * x + 2];
 		int l = (77 * r + 150 * g + 29 * b) >> 8;
-		y[i] = l; cb[i] = b - l; cr[i] = r - l;
+		y[x] = l; cb[x] = b - l; cr[x] = r - l;
 	}
+}
+
+void
+snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                 long *flat, long *squares)
+{
+	long steps = 0, csteps = 0, curv = 0, level = 0, square = 0;
+	/* Three rows of luma (above, this, below) and two of chroma, rolling. */
+	int *rows = malloc(sizeof(int) * (size_t) side * 7);
+	if (!rows || side < 1) { free(rows); *luma = *chroma = *second = *flat = *squares = 0; return; }
+	int *ya = rows, *yb = ya + side, *yc = yb + side;
+	int *cba = yc + side, *cra = cba + side, *cbb = cra + side, *crb = cbb + side;
+	snap_steps_row(rgb, side, yb, cba, cra);
 	for (int row = 0; row < side; row++) {
-		for (int col = 0; col < side; col++) {
-			int i = row * side + col;
-			if (col + 1 < side) {
-				steps += abs(y[i] - y[i + 1]);
-				csteps += abs(cb[i] - cb[i + 1]) + abs(cr[i] - cr[i + 1]);
-			}
-			if (row + 1 < side) {
-				steps += abs(y[i] - y[i + side]);
-				csteps += abs(cb[i] - cb[i + side]) + abs(cr[i] - cr[i + side]);
-			}
-			if (col > 0 && col + 1 < side) curv += abs(2 * y[i] - y[i - 1] - y[i + 1]);
-			if (row > 0 && row + 1 < side) curv += abs(2 * y[i] - y[i - side] - y[i + side]);
+		/* yb, cba, cra: this row; yc, cbb, crb: the row below; ya: the row above. */
+		int below = row + 1 < side;
+		if (below)
+			snap_steps_row(rgb + (size_t) (row + 1) * side * 3, side, yc, cbb, crb);
+		long s = 0, c = 0, v = 0, f = 0, q = 0;
+		for (int x = 0; x + 1 < side; x++) {
+			int d = yb[x] - yb[x + 1];
+			s += abs(d);
+			f += abs(d) <= 1;
+			q += d * d;
+			c += abs(cba[x] - cba[x + 1]) + abs(cra[x] - cra[x + 1]);
 		}
+		for (int x = 1; x + 1 < side; x++)
+			v += abs(2 * yb[x] - yb[x - 1] - yb[x + 1]);
+		if (below)
+			for (int x = 0; x < side; x++) {
+				int d = yb[x] - yc[x];
+				s += abs(d);
+				f += abs(d) <= 1;
+				q += d * d;
+				c += abs(cba[x] - cbb[x]) + abs(cra[x] - crb[x]);
+			}
+		if (row > 0 && below)
+			for (int x = 0; x < side; x++)
+				v += abs(2 * yb[x] - ya[x] - yc[x]);
+		steps += s; csteps += c; curv += v; level += f; square += q;
+		int *t = ya; ya = yb; yb = yc; yc = t;
+		t = cba; cba = cbb; cbb = t;
+		t = cra; cra = crb; crb = t;
 	}
-	free(y);
-	*luma = steps; *chroma = csteps; *second = curv;
+	free(rows);
+	*luma = steps; *chroma = csteps; *second = curv; *flat = level; *squares = square;
 }

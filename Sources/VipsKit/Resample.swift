@@ -46,10 +46,27 @@ public enum Resample {
     /// Sums over neighbouring pixels of packed RGB `side`×`side`: absolute luma
     /// differences, absolute chroma (B − Y, R − Y) differences, and absolute luma
     /// second differences, over rows and columns (y = (77R + 150G + 29B) >> 8).
-    public static func neighbourSums(rgb: [UInt8], side: Int) -> (luma: Int, chroma: Int, second: Int) {
+    public static func neighbourSums(rgb: [UInt8], side: Int) -> NeighbourSums {
         precondition(rgb.count >= side * side * 3, "RGB buffer does not match its size")
-        var luma = 0, chroma = 0, second = 0
-        rgb.withUnsafeBufferPointer { snap_pixel_steps($0.baseAddress, Int32(side), &luma, &chroma, &second) }
-        return (luma, chroma, second)
+        var sums = NeighbourSums()
+        rgb.withUnsafeBufferPointer {
+            snap_pixel_steps($0.baseAddress, Int32(side), &sums.luma, &sums.chroma, &sums.second, &sums.flat, &sums.squares)
+        }
+        return sums
+    }
+
+    /// Sums over the pairs (and triples) of neighbouring pixels in rows and columns.
+    public struct NeighbourSums: Sendable {
+        /// |Δy|, with y = (77R + 150G + 29B) >> 8.
+        public var luma = 0
+        /// |Δ(B − Y)| + |Δ(R − Y)|.
+        public var chroma = 0
+        /// |2y − left − right| and |2y − up − down|.
+        public var second = 0
+        /// Pairs with |Δy| ≤ 1.
+        public var flat = 0
+        /// Δy².
+        public var squares = 0
+        public init() {}
     }
 }

@@ -44,10 +44,9 @@ struct BudgetTests {
     /// Runs the search over a size function; also returns the highest fitting quality.
     static func search(_ size: (Int) -> Int, limit: Int, start: Int? = nil) throws -> (fitted: Fitted, expected: Int?, calls: [Int]) {
         var calls: [Int] = []
-        let fitted = try JPEGBudgetSearch.fit(range: 40...100, budget: Budget(limit: limit, mode: .bytes), start: start) { q in
-            calls.append(q)
-            return [UInt8](repeating: 0, count: size(q))
-        }
+        let fitted = try JPEGBudgetSearch.fit(range: 40...100, budget: Budget(limit: limit, mode: .bytes), start: start,
+                                              size: { q in calls.append(q); return size(q) },
+                                              write: { q in [UInt8](repeating: 0, count: size(q)) })
         return (fitted, (40...100).last { size($0) <= limit }, calls)
     }
 
@@ -154,9 +153,10 @@ struct BudgetSearchPhotoTests {
                 settings.budget = limit
                 let fitted = try JPEGBudgetSearch.fitSquare(rgb: rgb, side: 100, settings: settings, budget: Budget(limit: limit, mode: .bytes))
                 #expect(fitted.bytes.count <= limit, "\(name) at \(limit)")
-                #expect(fitted.bytes == (try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: fitted.quality!, chroma: chroma)))
+                let plan = try JPEG.Plan(rgb: rgb, width: 100, height: 100, chroma: chroma)
+                #expect(fitted.bytes == (try plan.write(quality: fitted.quality!)))
                 encodes.append(fitted.encodes)
-                let top = try JPEG.encode(rgb: rgb, width: 100, height: 100, quality: 100, chroma: chroma).count
+                let top = try plan.write(quality: 100).count
                 if top > limit { fills.append(Double(fitted.bytes.count) / Double(limit)) }
             }
         }

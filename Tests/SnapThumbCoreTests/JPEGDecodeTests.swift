@@ -61,7 +61,7 @@ import VipsKit
     @Test("a libjpeg warning fails the image at fail_on warning and only there")
     func warningsFollowFailOn() throws {
         // Three stray bytes before the SOS marker: libjpeg warns "extraneous bytes".
-        var bytes = try JPEG.encode(rgb: Fixtures.syntheticRGB(width: 320, height: 240), width: 320, height: 240, quality: 85)
+        var bytes = try JPEG.Plan(rgb: Fixtures.syntheticRGB(width: 320, height: 240), width: 320, height: 240).write(quality: 85)
         let sos = try #require((0..<bytes.count - 1).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA })
         bytes.insert(contentsOf: [0x00, 0x01, 0x02], at: sos)
         do {

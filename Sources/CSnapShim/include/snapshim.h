@@ -126,14 +126,22 @@ const char *snap_jpeg_message_text(snap_jpeg *j);
 void snap_jpeg_kill(snap_jpeg *j);
 void snap_jpeg_close(snap_jpeg *j);
 
-/* ==== libjpeg encoding (jpeg_encode.c) ==== */
+/* ==== JPEG encoding (jpeg_plan.c) ==== */
 
-/* Baseline JPEG straight from packed 8-bit RGB with libjpeg: no vips
- * pipeline per encode (a budget search encodes several times), no markers
- * but SOI/DQT/SOF/DHT/SOS/EOI (nothing to strip). subsample: 1 for 4:4:4,
- * 2 for 4:2:0 chroma. The buffer is malloc'd: free with snap_free. */
-int snap_jpeg_encode_rgb(const unsigned char *rgb, int width, int height, int quality,
-                         int optimize_coding, int subsample, unsigned char **out, size_t *out_len);
+/* The square JPEG of a budget search from one transform (see jpeg_plan.c):
+ * snap_jpeg_plan_new converts and transforms packed RGB once (subsample 1 for
+ * 4:4:4, 2 for 4:2:0); snap_jpeg_plan_estimate gives the byte count of the
+ * baseline, optimised-Huffman JPEG at a quality without writing it (exact but
+ * for the stuffed bytes after 0xFF in the entropy-coded data, which it
+ * estimates); snap_jpeg_plan_write writes that file (free with snap_free), and
+ * snap_jpeg_plan_write_libjpeg has libjpeg write it from the same coefficients
+ * and tables (the tests' reference: the bytes are the same). */
+typedef struct snap_jpeg_plan snap_jpeg_plan;
+int snap_jpeg_plan_new(const unsigned char *rgb, int width, int height, int subsample, snap_jpeg_plan **out);
+long snap_jpeg_plan_estimate(snap_jpeg_plan *p, int quality);
+int snap_jpeg_plan_write(snap_jpeg_plan *p, int quality, unsigned char **out, size_t *out_len);
+int snap_jpeg_plan_write_libjpeg(snap_jpeg_plan *p, int quality, unsigned char **out, size_t *out_len);
+void snap_jpeg_plan_free(snap_jpeg_plan *p);
 /* Uncompressed pixels, row-major (caller frees with snap_free). */
 int snap_write_memory(VipsImage *in, void **buf, size_t *len);
 const char *snap_jpeg_version(void);
@@ -191,7 +199,8 @@ int snap_square_rgb_region(const unsigned char *rgb, int region_width, int regio
  * 270) degrees, then mirrored left-right when flip is set, as vips_rot then
  * vips_flip do. out holds width*height*3 bytes; it is height wide after 90 or 270. */
 /* Neighbour sums of packed RGB side×side for the JPEG size prediction (see resample.c). */
-void snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second);
+void snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                      long *flat, long *squares);
 void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
 
 /* ==== The process (process.c) ==== */

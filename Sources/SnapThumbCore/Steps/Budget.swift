@@ -73,9 +73,6 @@ enum JPEGBudgetSearch {
     /// The first guess aims lower: it comes from the pixels alone, and a first
     /// encode over the budget always costs a second.
     static let firstAim = 0.98
-    /// Bytes one shared Huffman table pair saves against a luma and a chroma pair
-    /// (the mean on the 120 corpus snaps at quality 70 and 90: 30.5 and 33).
-    static let sharedHuffmanSaving = 31.0
 
     /// The size model for one chroma layout.
     struct Model: Sendable, SizeCurve {
@@ -91,74 +88,74 @@ enum JPEGBudgetSearch {
         /// the 120 corpus snaps and the sample photos), because how steeply size falls
         /// below 90 differs from image to image: one fit at 90 moved along the mean curve
         /// missed ln size(50) by 0.15 (root mean square, on the corpus), these fits by 0.08.
-        let sizeTable: [(c0: Double, luma: Double, chroma: Double, curvature: Double)]
+        let sizeTable: [(c0: Double, luma: Double, chroma: Double, curvature: Double, flat: Double, rms: Double)]
 
         static let c444 = Model(
-            shapeTable: [-2.301, -1.980, -1.735, -1.562, -1.417, -1.301, -1.200, -1.117, -1.045, -0.975, -0.902, -0.838,
-                         -0.752, -0.665, -0.552, -0.400, -0.243, 0.000, 0.040, 0.100, 0.194, 0.282, 0.340, 0.534,
-                         0.641, 0.799, 0.985, 1.153],
+            shapeTable: [-2.396, -2.040, -1.774, -1.590, -1.438, -1.318, -1.212, -1.126, -1.051, -0.980, -0.903, -0.839, -0.751,
+                         -0.664, -0.550, -0.397, -0.241, 0.000, 0.040, 0.099, 0.192, 0.279, 0.336, 0.526, 0.630, 0.785, 0.962,
+                         1.107],
             sizeTable: [
-                (5.6063, 0.4968, 0.1059, -0.3067),
-                (5.5733, 0.6220, 0.2378, -0.3660),
-                (5.6460, 0.5943, 0.3341, -0.3446),
-                (5.7169, 0.5483, 0.3893, -0.3012),
-                (5.8065, 0.4928, 0.4198, -0.2495),
-                (5.8742, 0.4536, 0.4413, -0.2083),
-                (5.9483, 0.4046, 0.4605, -0.1666),
-                (6.0099, 0.3835, 0.4744, -0.1486),
-                (6.0620, 0.3632, 0.4870, -0.1313),
-                (6.1250, 0.3484, 0.4925, -0.1193),
-                (6.1927, 0.3300, 0.4983, -0.1044),
-                (6.2366, 0.3123, 0.5030, -0.0821),
-                (6.3143, 0.2940, 0.5073, -0.0645),
-                (6.3819, 0.2713, 0.5135, -0.0396),
-                (6.5025, 0.2515, 0.5121, -0.0234),
-                (6.6740, 0.2208, 0.5051, 0.0023),
-                (6.8309, 0.1936, 0.4959, 0.0366),
-                (7.1264, 0.1637, 0.4676, 0.0638),
-                (7.1713, 0.1529, 0.4666, 0.0723),
-                (7.2199, 0.1644, 0.4606, 0.0729),
-                (7.3720, 0.1501, 0.4431, 0.0723),
-                (7.4895, 0.1468, 0.4284, 0.0741),
-                (7.5360, 0.1555, 0.4262, 0.0737),
-                (7.8654, 0.1279, 0.3875, 0.0647),
-                (8.0012, 0.1289, 0.3759, 0.0596),
-                (8.2323, 0.1115, 0.3549, 0.0571),
-                (8.5077, 0.1047, 0.3302, 0.0396),
-                (8.7600, 0.1183, 0.3017, 0.0090)])
+                (4.7382, 0.5321, 0.1065, -0.4472, 0.3236, 0.3382),
+                (4.6364, 0.5493, 0.2193, -0.5343, 0.1734, 0.5189),
+                (4.8186, 0.4638, 0.3039, -0.4770, 0.0938, 0.5202),
+                (4.9832, 0.3831, 0.3463, -0.4178, 0.0277, 0.5198),
+                (5.1937, 0.2859, 0.3715, -0.3418, -0.0605, 0.5030),
+                (5.3423, 0.2266, 0.3871, -0.2808, -0.1109, 0.4841),
+                (5.4871, 0.1478, 0.4016, -0.2160, -0.1625, 0.4732),
+                (5.6172, 0.0742, 0.4160, -0.1735, -0.2223, 0.4755),
+                (5.7176, 0.0198, 0.4281, -0.1381, -0.2621, 0.4753),
+                (5.8383, -0.0117, 0.4333, -0.1067, -0.2903, 0.4550),
+                (5.9747, -0.0718, 0.4419, -0.0738, -0.3499, 0.4520),
+                (6.0712, -0.1176, 0.4497, -0.0356, -0.3904, 0.4440),
+                (6.2138, -0.1606, 0.4584, -0.0026, -0.4357, 0.4280),
+                (6.3468, -0.2102, 0.4700, 0.0406, -0.4804, 0.4109),
+                (6.5394, -0.2680, 0.4752, 0.0769, -0.5389, 0.3989),
+                (6.8197, -0.3645, 0.4797, 0.1358, -0.6324, 0.3841),
+                (7.0885, -0.4427, 0.4829, 0.1981, -0.7236, 0.3597),
+                (7.4995, -0.4909, 0.4748, 0.2518, -0.7866, 0.3000),
+                (7.5587, -0.5009, 0.4762, 0.2645, -0.7923, 0.2895),
+                (7.6509, -0.5082, 0.4752, 0.2767, -0.8305, 0.2788),
+                (7.8222, -0.5116, 0.4667, 0.2777, -0.8308, 0.2547),
+                (7.9724, -0.5324, 0.4611, 0.2861, -0.8615, 0.2463),
+                (8.0577, -0.5450, 0.4619, 0.2989, -0.9064, 0.2406),
+                (8.4138, -0.5687, 0.4438, 0.2836, -0.9186, 0.2158),
+                (8.5808, -0.5809, 0.4392, 0.2884, -0.9534, 0.2040),
+                (8.8352, -0.6025, 0.4294, 0.2803, -0.9913, 0.1973),
+                (9.1239, -0.6093, 0.4178, 0.2598, -1.0340, 0.1864),
+                (9.3564, -0.6144, 0.4040, 0.2316, -1.1261, 0.1997)])
         static let c420 = Model(
-            shapeTable: [-2.112, -1.799, -1.569, -1.407, -1.274, -1.168, -1.076, -1.000, -0.934, -0.870, -0.804, -0.745,
-                         -0.667, -0.587, -0.486, -0.351, -0.212, 0.000, 0.037, 0.089, 0.170, 0.248, 0.299, 0.463,
-                         0.558, 0.699, 0.862, 1.015],
+            shapeTable: [-2.223, -1.874, -1.623, -1.449, -1.309, -1.198, -1.101, -1.021, -0.952, -0.886, -0.818, -0.757, -0.677,
+                         -0.595, -0.493, -0.355, -0.214, 0.000, 0.037, 0.090, 0.170, 0.247, 0.298, 0.461, 0.554, 0.691, 0.846,
+                         0.978],
             sizeTable: [
-                (5.4658, 0.6072, 0.0335, -0.3597),
-                (5.4681, 0.7960, 0.1092, -0.4472),
-                (5.5751, 0.7634, 0.1736, -0.4151),
-                (5.6493, 0.7258, 0.2069, -0.3661),
-                (5.7418, 0.6660, 0.2234, -0.3038),
-                (5.8051, 0.6258, 0.2356, -0.2554),
-                (5.8721, 0.5899, 0.2493, -0.2217),
-                (5.9310, 0.5682, 0.2568, -0.1993),
-                (5.9808, 0.5530, 0.2644, -0.1833),
-                (6.0385, 0.5348, 0.2690, -0.1680),
-                (6.0967, 0.5138, 0.2721, -0.1474),
-                (6.1415, 0.4950, 0.2741, -0.1240),
-                (6.2096, 0.4768, 0.2783, -0.1062),
-                (6.2787, 0.4523, 0.2818, -0.0810),
-                (6.3835, 0.4268, 0.2811, -0.0582),
-                (6.5286, 0.3877, 0.2839, -0.0295),
-                (6.6605, 0.3483, 0.2865, 0.0091),
-                (6.8910, 0.2918, 0.2830, 0.0555),
-                (6.9285, 0.2782, 0.2848, 0.0662),
-                (6.9713, 0.2762, 0.2837, 0.0744),
-                (7.0851, 0.2646, 0.2763, 0.0747),
-                (7.1811, 0.2505, 0.2718, 0.0825),
-                (7.2155, 0.2551, 0.2719, 0.0867),
-                (7.4726, 0.2293, 0.2530, 0.0795),
-                (7.5842, 0.2209, 0.2490, 0.0824),
-                (7.7836, 0.2014, 0.2383, 0.0801),
-                (8.0178, 0.1881, 0.2236, 0.0689),
-                (8.2616, 0.1875, 0.2010, 0.0431)])
+                (4.5669, 0.5237, 0.0401, -0.5175, 0.1932, 0.4555),
+                (4.5827, 0.5151, 0.1104, -0.5975, -0.0263, 0.6422),
+                (4.8323, 0.4121, 0.1603, -0.5243, -0.1374, 0.6421),
+                (4.9966, 0.4015, 0.1871, -0.4502, -0.1268, 0.5746),
+                (5.1885, 0.3009, 0.2047, -0.3594, -0.1973, 0.5558),
+                (5.3279, 0.2424, 0.2130, -0.2861, -0.2352, 0.5311),
+                (5.4493, 0.2037, 0.2229, -0.2300, -0.2466, 0.5010),
+                (5.5738, 0.1405, 0.2314, -0.1854, -0.2970, 0.4967),
+                (5.6758, 0.1010, 0.2367, -0.1487, -0.3296, 0.4858),
+                (5.7762, 0.0969, 0.2394, -0.1208, -0.3325, 0.4517),
+                (5.8885, 0.0611, 0.2454, -0.0901, -0.3655, 0.4370),
+                (5.9726, 0.0429, 0.2482, -0.0562, -0.3788, 0.4150),
+                (6.0897, 0.0291, 0.2533, -0.0264, -0.3870, 0.3843),
+                (6.2105, -0.0150, 0.2599, 0.0164, -0.4212, 0.3685),
+                (6.3726, -0.0582, 0.2632, 0.0540, -0.4526, 0.3497),
+                (6.5845, -0.1088, 0.2671, 0.1036, -0.4862, 0.3207),
+                (6.7999, -0.1731, 0.2737, 0.1616, -0.5399, 0.2968),
+                (7.1360, -0.2440, 0.2774, 0.2295, -0.6043, 0.2541),
+                (7.1882, -0.2600, 0.2803, 0.2450, -0.6080, 0.2462),
+                (7.2660, -0.2813, 0.2816, 0.2621, -0.6446, 0.2435),
+                (7.4072, -0.2980, 0.2790, 0.2699, -0.6633, 0.2295),
+                (7.5338, -0.3279, 0.2776, 0.2852, -0.7003, 0.2261),
+                (7.5961, -0.3359, 0.2801, 0.3037, -0.7200, 0.2146),
+                (7.8808, -0.3511, 0.2702, 0.2954, -0.7286, 0.1901),
+                (8.0251, -0.3761, 0.2692, 0.3086, -0.7699, 0.1846),
+                (8.2429, -0.4083, 0.2659, 0.3125, -0.8095, 0.1806),
+                (8.4953, -0.4323, 0.2601, 0.3088, -0.8649, 0.1737),
+                (8.7037, -0.4529, 0.2489, 0.2905, -0.9438, 0.1915)])
 
         static func of(_ chroma: JPEG.Chroma) -> Model { chroma == .c444 ? .c444 : .c420 }
 
@@ -190,25 +187,32 @@ enum JPEGBudgetSearch {
         func predictedLogSizes(rgb: [UInt8], side: Int) -> [Double] {
             let f = PixelSteps(rgb: rgb, side: side)
             let area = log(Double(side * side) / 10_000)
-            return sizeTable.map { $0.c0 + area + $0.luma * f.luma + $0.chroma * f.chroma + $0.curvature * f.curvature }
+            return sizeTable.map {
+                $0.c0 + area + $0.luma * f.luma + $0.chroma * f.chroma + $0.curvature * f.curvature + $0.flat * f.flat + $0.rms * f.rms
+            }
         }
     }
 
     /// What the size prediction reads from the pixels: ln(mean + 0.3) of the absolute
     /// luma and chroma (B − Y, R − Y) differences between neighbours, and of the luma
-    /// second differences (2·y − left − right, and up/down), over rows and columns.
-    /// (+ 0.3: grey images have no chroma steps at all.)
+    /// second differences (2·y − left − right, and up/down), over rows and columns
+    /// (+ 0.3: grey images have no chroma steps at all); the share of neighbours whose
+    /// luma differs by at most 1 (flat areas: smooth gradients and graphics code smaller
+    /// than their mean steps say); ln(root mean square luma difference + 0.3) (a few
+    /// hard edges cost more than many soft ones of the same mean).
     struct PixelSteps {
-        let luma: Double, chroma: Double, curvature: Double
+        let luma: Double, chroma: Double, curvature: Double, flat: Double, rms: Double
 
         init(rgb: [UInt8], side: Int) {
-            let (steps, chromaSteps, second) = Resample.neighbourSums(rgb: rgb, side: side)
+            let sums = Resample.neighbourSums(rgb: rgb, side: side)
             let pairs = Double(max(1, 2 * side * (side - 1))), triples = Double(max(1, 2 * side * (side - 2)))
             // Clamped to about the range the tables were fitted on: a grey square
             // (no chroma steps at all) is far outside it, and its size is not.
-            luma = min(max(log(Double(steps) / pairs + 0.3), 0.7), 2.5)
-            chroma = min(max(log(Double(chromaSteps) / pairs + 0.3), 0.6), 3.2)
-            curvature = min(max(log(Double(second) / triples + 0.3), 0.25), 2.7)
+            luma = min(max(log(Double(sums.luma) / pairs + 0.3), 0.7), 2.5)
+            chroma = min(max(log(Double(sums.chroma) / pairs + 0.3), 0.6), 3.2)
+            curvature = min(max(log(Double(sums.second) / triples + 0.3), 0.25), 2.7)
+            flat = min(max(Double(sums.flat) / pairs, 0.1), 0.9)
+            rms = min(max(log((Double(sums.squares) / pairs).squareRoot() + 0.3), 1.0), 3.6)
         }
     }
 
@@ -217,24 +221,32 @@ enum JPEGBudgetSearch {
 
     /// The first quality to try for `rgb` under `budget`, from the pixels alone.
     static func firstGuess(rgb: [UInt8], side: Int, chroma: JPEG.Chroma, budget: Budget) -> Int {
-        let predicted = Model.of(chroma).predictedLogSizes(rgb: rgb, side: side)
-        // The size tables were fitted with a second (chroma) Huffman table pair in every
-        // file; the encoder now shares one pair, which saves its header's bytes.
-        let target = log(Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit) * firstAim + sharedHuffmanSaving)
+        firstGuess(curve: PredictedCurve(table: Model.of(chroma).predictedLogSizes(rgb: rgb, side: side)), budget: budget)
+    }
+
+    static func firstGuess(curve: PredictedCurve, budget: Budget) -> Int {
+        let predicted = curve.table
+        let target = log(Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit) * firstAim)
         return Int(Model.inverse(target) { Model.interpolate(predicted, at: $0) }.rounded(.down))
     }
 
     /// Qualities below `range` are searched the same way when nothing in it fits;
     /// the result is then marked degraded.
-    /// - Parameter start: the first quality to encode (clamped to 1…the range's
-    ///   top); the range's top when nil.
-    static func fit(range: ClosedRange<Int>, budget: Budget?, model: Model = .c420, start: Int? = nil,
-                    encode: (Int) throws -> [UInt8]) throws -> Fitted {
+    /// - Parameters:
+    ///   - start: the first quality to try (clamped to 1…the range's top); the
+    ///     range's top when nil.
+    ///   - size: the byte count of the JPEG at a quality, without writing it (a try,
+    ///     counted in `encodes`); it may be a few bytes off the written size.
+    ///   - write: the JPEG at a quality. The search writes the quality it chose; if
+    ///     that comes out over the budget after all, the next quality down (each
+    ///     write counted in `encodes` as well).
+    static func fit(range: ClosedRange<Int>, budget: Budget?, model: some SizeCurve = Model.c420, start: Int? = nil,
+                    size: (Int) throws -> Int, write: (Int) throws -> [UInt8]) throws -> Fitted {
         var encodes = 0
-        func run(_ q: Int) throws -> [UInt8] { encodes += 1; return try encode(q) }
+        func run(_ q: Int) throws -> Int { encodes += 1; return try size(q) }
 
         guard let budget else {
-            return Fitted(bytes: try run(range.upperBound), quality: range.upperBound, encodes: encodes, degraded: false)
+            return Fitted(bytes: try write(range.upperBound), quality: range.upperBound, encodes: 1, degraded: false)
         }
         // The largest byte count the budget allows.
         let allowed = Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit)
@@ -243,17 +255,36 @@ enum JPEGBudgetSearch {
         let search = QualitySearch(curve: model, bottom: 1, top: range.upperBound, firstFill: fill, laterFill: laterFill,
                                    slopes: 0.2...Double.infinity, quarterBracket: false)
         let outcome = try search.run(start: min(max(start ?? range.upperBound, 1), range.upperBound), allowed: allowed, target: target,
-                                     fits: budget.fits, encode: run)
-        let (fit, fail) = (outcome.fit, outcome.fail)
-        if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: fit.q < range.lowerBound) }
-        throw SnapError(.budget, "even at JPEG quality 1 the thumbnail is \(fail!.size) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
+                                     fits: budget.fits, size: { $0 }, encode: run)
+        var q = outcome.fit?.q ?? 1
+        var bytes = try write(q)
+        while !budget.fits(bytes.count) && q > 1 {
+            encodes += 1
+            q -= 1
+            bytes = try write(q)
+        }
+        guard budget.fits(bytes.count) else {
+            throw SnapError(.budget, "even at JPEG quality 1 the thumbnail is \(bytes.count) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
+        }
+        return Fitted(bytes: bytes, quality: q, encodes: encodes, degraded: q < range.lowerBound)
     }
 
-    /// square100's search: the first guess from the pixels, the model of its chroma layout.
+    /// The curve of ln size against quality that the model predicts for one image
+    /// (`Model.predictedLogSizes`), which later guesses move through the sizes tried.
+    struct PredictedCurve: SizeCurve {
+        let table: [Double]
+        func shape(_ q: Double) -> Double { Model.interpolate(table, at: q) }
+        func inverseShape(_ value: Double) -> Double { Model.inverse(value, of: shape) }
+    }
+
+    /// square100's search: the first guess and the curve from the pixels (the model of
+    /// the chroma layout), every try a size from one plan (one colour conversion and DCT).
     static func fitSquare(rgb: [UInt8], side: Int, settings: Settings.SquareSettings, budget: Budget?) throws -> Fitted {
-        let start = budget.map { firstGuess(rgb: rgb, side: side, chroma: settings.chroma, budget: $0) }
-        return try fit(range: settings.qualityMin...settings.qualityMax, budget: budget, model: .of(settings.chroma), start: start,
-                       encode: { try JPEG.encode(rgb: rgb, width: side, height: side, quality: $0, chroma: settings.chroma) })
+        let curve = PredictedCurve(table: Model.of(settings.chroma).predictedLogSizes(rgb: rgb, side: side))
+        let start = budget.map { firstGuess(curve: curve, budget: $0) }
+        let plan = try JPEG.Plan(rgb: rgb, width: side, height: side, chroma: settings.chroma)
+        return try fit(range: settings.qualityMin...settings.qualityMax, budget: budget, model: curve, start: start,
+                       size: { plan.estimatedSize(quality: $0) }, write: { try plan.write(quality: $0) })
     }
 }
 

@@ -118,9 +118,9 @@ enum ModernBudgetSearch {
         let search = QualitySearch(curve: model, bottom: range.lowerBound, top: range.upperBound, firstFill: fill, laterFill: fill,
                                    slopes: 0.5...2, quarterBracket: true)
         let outcome = try search.run(start: min(max(start ?? 50, range.lowerBound), range.upperBound), allowed: allowed, target: target,
-                                     fits: budget.fits, encode: run)
+                                     fits: budget.fits, size: \.count, encode: run)
         let (fit, fail) = (outcome.fit, outcome.fail)
-        if let fit { return Fitted(bytes: fit.bytes, quality: fit.q, encodes: encodes, degraded: fit.q < floor) }
+        if let fit { return Fitted(bytes: fit.trial, quality: fit.q, encodes: encodes, degraded: fit.q < floor) }
         throw SnapError(.budget, "even at \(codec == .avif ? "AVIF" : "HEIC") quality \(range.lowerBound) \(variantName(codec)) is \(fail!.size) bytes, over its budget of \(budget.limit) (\(budget.mode.rawValue) mode)")
     }
 }

@@ -8,9 +8,11 @@ protocol SizeCurve {
 }
 
 /// The budget search both squares share (square100's JPEG and the modern AVIF/HEIC
-/// square): encode at a guess; stop at the first encode that fits and fills enough of
-/// the budget, or at the top quality, or one step under a miss; otherwise fit the
-/// curve through the nearest fit and miss seen so far and solve it for the target size.
+/// square): try a guess; stop at the first try that fits and fills enough of the
+/// budget, or at the top quality, or one step under a miss; otherwise fit the curve
+/// through the nearest fit and miss seen so far and solve it for the target size.
+/// A try is whatever tells the size at a quality: an encode (the modern square), or
+/// the exact size of square100's JPEG from its plan, which is written once at the end.
 struct QualitySearch<Curve: SizeCurve> {
     var curve: Curve
     /// Qualities tried: at most `top`; nothing under `bottom`.
@@ -25,8 +27,8 @@ struct QualitySearch<Curve: SizeCurve> {
     /// (a guard against crawling along a flat stretch of the curve); else one step.
     var quarterBracket: Bool
 
-    struct Outcome {
-        var fit: (q: Int, bytes: [UInt8])?
+    struct Outcome<Trial> {
+        var fit: (q: Int, trial: Trial, size: Int)?
         var fail: (q: Int, size: Int)?
         var encodes: Int
     }
@@ -34,16 +36,19 @@ struct QualitySearch<Curve: SizeCurve> {
     /// - Parameters:
     ///   - allowed: the largest byte count the budget allows; `fits` says whether a size is within it.
     ///   - target: ln of the size to aim at.
-    func run(start: Int, allowed: Double, target: Double, fits: (Int) -> Bool, encode: (Int) throws -> [UInt8]) rethrows -> Outcome {
-        var outcome = Outcome(encodes: 0)
+    ///   - size: the byte count of a try.
+    func run<Trial>(start: Int, allowed: Double, target: Double, fits: (Int) -> Bool, size: (Trial) -> Int,
+                    encode: (Int) throws -> Trial) rethrows -> Outcome<Trial> {
+        var outcome = Outcome<Trial>(encodes: 0)
         var guess = start
         while true {
             outcome.encodes += 1
-            let bytes = try encode(guess)
-            if fits(bytes.count) { outcome.fit = (guess, bytes) } else { outcome.fail = (guess, bytes.count) }
+            let trial = try encode(guess)
+            let bytes = size(trial)
+            if fits(bytes) { outcome.fit = (guess, trial, bytes) } else { outcome.fail = (guess, bytes) }
             let (fit, fail) = (outcome.fit, outcome.fail)
 
-            if let fit, fit.q == top || Double(fit.bytes.count) >= (outcome.encodes == 1 ? firstFill : laterFill) * allowed { break }
+            if let fit, fit.q == top || Double(fit.size) >= (outcome.encodes == 1 ? firstFill : laterFill) * allowed { break }
             let low = fit?.q ?? bottom - 1
             let high = fail?.q ?? top + 1
             if high - low <= 1 { break }
@@ -53,14 +58,14 @@ struct QualitySearch<Curve: SizeCurve> {
             if let fit, let fail {
                 let spread = curve.shape(Double(fail.q)) - curve.shape(Double(fit.q))
                 if spread > 0 {
-                    let measured = (log(Double(fail.size)) - log(Double(fit.bytes.count))) / spread
+                    let measured = (log(Double(fail.size)) - log(Double(fit.size))) / spread
                     slope = min(max(measured, slopes.lowerBound), slopes.upperBound)
                 }
                 reference = fail
             } else if let fail {
                 reference = fail
             } else {
-                reference = (fit!.q, fit!.bytes.count)
+                reference = (fit!.q, fit!.size)
             }
             let offset = log(Double(reference.size)) - slope * curve.shape(Double(reference.q))
             let predicted = Int(curve.inverseShape((target - offset) / slope).rounded(.down))
