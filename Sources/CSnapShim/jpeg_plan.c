@@ -52,9 +52,10 @@ static const unsigned int snap_robidoux_table[64] = {
  * the bytes libjpeg writes from the same coefficients and tables
  * (snap_jpeg_plan_write_libjpeg, which the tests hold it to).
  *
- * The transform is computed in float (exact JFIF colour conversion, a true
- * separable DCT, chroma averaged over 2×2 without rounding in between): more
- * accurate than libjpeg's 8-bit colour conversion and integer DCT. Floating point
+ * The transform is computed in float (exact JFIF colour conversion, the AAN
+ * DCT with its scale folded into the quantiser, chroma averaged over 2×2 without
+ * rounding in between): more accurate than libjpeg's 8-bit colour conversion
+ * and integer DCT. Floating point
  * contraction is off, and every sum runs in a fixed order, so the coefficients are
  * the same on every IEEE 754 machine. */
 
@@ -111,44 +112,72 @@ snap_plan_colour(const unsigned char *px, float *y, float *cb, float *cr)
 	*cr = 0.5f * r - 0.418687589f * g - 0.081312411f * b;
 }
 
-static float snap_dct_matrix[8][8], snap_dct_transposed[8][8];
+/* 1 / (8 · s(u) · s(v)) at each zigzag position, s(0) = 1, s(k) = √2 · cos(kπ/16):
+ * the scale of the AAN transform's outputs, folded into the quantiser. */
+static float snap_aan_descale[64];
+/* Zigzag position k -> index into the transform's transposed output. */
+static int snap_aan_order[64];
 
 static void
 snap_dct_init(void)
 {
-	for (int u = 0; u < 8; u++)
-		for (int x = 0; x < 8; x++) {
-			double c = u == 0 ? sqrt(0.125) : 0.5;
-			snap_dct_matrix[u][x] = (float) (c * cos((2 * x + 1) * u * M_PI / 16));
-			snap_dct_transposed[x][u] = snap_dct_matrix[u][x];
-		}
+	double s[8];
+	for (int k = 0; k < 8; k++)
+		s[k] = k == 0 ? 1.0 : sqrt(2.0) * cos(k * M_PI / 16);
+	for (int k = 0; k < 64; k++) {
+		int v = snap_zigzag[k] / 8, u = snap_zigzag[k] % 8;
+		snap_aan_descale[k] = (float) (1.0 / (8.0 * s[u] * s[v]));
+		snap_aan_order[k] = u * 8 + v;
+	}
 }
 
-/* The 8×8 DCT of `block` (natural order) into 64 zigzag floats. */
+/* One pass of the AAN 8-point DCT (Arai, Agui, Nakajima: 5 multiplications) over
+ * eight lanes at once: d[j][lane] are the samples, o[k][lane] the scaled outputs. */
+static inline void
+snap_aan_pass(float d[8][8], float o[8][8])
+{
+	for (int l = 0; l < 8; l++) {
+		float t0 = d[0][l] + d[7][l], t7 = d[0][l] - d[7][l];
+		float t1 = d[1][l] + d[6][l], t6 = d[1][l] - d[6][l];
+		float t2 = d[2][l] + d[5][l], t5 = d[2][l] - d[5][l];
+		float t3 = d[3][l] + d[4][l], t4 = d[3][l] - d[4][l];
+		/* even part */
+		float t10 = t0 + t3, t13 = t0 - t3, t11 = t1 + t2, t12 = t1 - t2;
+		o[0][l] = t10 + t11;
+		o[4][l] = t10 - t11;
+		float z1 = (t12 + t13) * 0.707106781f;
+		o[2][l] = t13 + z1;
+		o[6][l] = t13 - z1;
+		/* odd part */
+		t10 = t4 + t5;
+		t11 = t5 + t6;
+		t12 = t6 + t7;
+		float z5 = (t10 - t12) * 0.382683433f;
+		float z2 = 0.541196100f * t10 + z5;
+		float z4 = 1.306562965f * t12 + z5;
+		float z3 = t11 * 0.707106781f;
+		float z11 = t7 + z3, z13 = t7 - z3;
+		o[5][l] = z13 + z2;
+		o[3][l] = z13 - z2;
+		o[1][l] = z11 + z4;
+		o[7][l] = z11 - z4;
+	}
+}
+
+/* The 8×8 DCT of `block` (natural order) into 64 zigzag floats, scaled by
+ * 8 · s(u) · s(v) (snap_aan_descale undoes it). */
 static void
 snap_dct_block(float block[8][8], float *out)
 {
-	float rows[8][8];
-	/* rows[v][x] = sum_y M[v][y] block[y][x] (vector over x) */
-	for (int v = 0; v < 8; v++) {
-		for (int x = 0; x < 8; x++) rows[v][x] = 0;
-		for (int y = 0; y < 8; y++) {
-			float m = snap_dct_matrix[v][y];
-			for (int x = 0; x < 8; x++) rows[v][x] = rows[v][x] + m * block[y][x];
-		}
-	}
-	/* F[v][u] = sum_x rows[v][x] M[u][x] (vector over u) */
-	float natural[64];
-	for (int v = 0; v < 8; v++) {
-		float *f = natural + 8 * v;
-		for (int u = 0; u < 8; u++) f[u] = 0;
-		for (int x = 0; x < 8; x++) {
-			float r = rows[v][x];
-			for (int u = 0; u < 8; u++) f[u] = f[u] + r * snap_dct_transposed[x][u];
-		}
-	}
+	float columns[8][8], transposed[8][8], both[8][8];
+	snap_aan_pass(block, columns);             /* columns[v][x] */
+	for (int v = 0; v < 8; v++)
+		for (int x = 0; x < 8; x++)
+			transposed[x][v] = columns[v][x];
+	snap_aan_pass(transposed, both);           /* both[u][v] */
+	const float *flat = &both[0][0];
 	for (int k = 0; k < 64; k++)
-		out[k] = natural[snap_zigzag[k]];
+		out[k] = flat[snap_aan_order[k]];
 }
 
 void
@@ -317,7 +346,7 @@ snap_plan_quantise(snap_jpeg_plan *p, int quality)
 	snap_plan_table(quality, table);
 	float inverse[64];
 	for (int k = 0; k < 64; k++)
-		inverse[k] = 1.0f / (float) table[snap_zigzag[k]];
+		inverse[k] = snap_aan_descale[k] / (float) table[snap_zigzag[k]];
 	for (int b = 0; b < p->blocks; b++) {
 		const float *coef = p->coef + 64 * (size_t) b;
 		short *q = p->quantised + 64 * (size_t) b;

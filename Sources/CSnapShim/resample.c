@@ -284,59 +284,50 @@ snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int
  * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns,
  * |2y − left − right| and |2y − up − down|, the pairs with |Δy| ≤ 1, and Δy²,
  * with y = (77R + 150G + 29B) >> 8. */
-/* One row's luma and chroma (B − Y, R − Y). */
-static void
-snap_steps_row(const unsigned char *rgb, int side, int *y, int *cb, int *cr)
-{
-	for (int x = 0; x < side; x++) {
-		int r = rgb[3 * x], g = rgb[3 * x + 1], b = rgb[3 * x + 2];
-		int l = (77 * r + 150 * g + 29 * b) >> 8;
-		y[x] = l; cb[x] = b - l; cr[x] = r - l;
-	}
-}
-
 void
 snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
                  long *flat, long *squares)
 {
+	*luma = *chroma = *second = *flat = *squares = 0;
+	if (side < 1)
+		return;
+	size_t n = (size_t) side * side;
+	short *y = malloc(sizeof(short) * n * 3);
+	if (!y)
+		return;
+	short *cb = y + n, *cr = cb + n;
+	for (size_t i = 0; i < n; i++) {
+		int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+		int l = (77 * r + 150 * g + 29 * b) >> 8;
+		y[i] = (short) l; cb[i] = (short) (b - l); cr[i] = (short) (r - l);
+	}
 	long steps = 0, csteps = 0, curv = 0, level = 0, square = 0;
-	/* Three rows of luma (above, this, below) and two of chroma, rolling. */
-	int *rows = malloc(sizeof(int) * (size_t) side * 7);
-	if (!rows || side < 1) { free(rows); *luma = *chroma = *second = *flat = *squares = 0; return; }
-	int *ya = rows, *yb = ya + side, *yc = yb + side;
-	int *cba = yc + side, *cra = cba + side, *cbb = cra + side, *crb = cbb + side;
-	snap_steps_row(rgb, side, yb, cba, cra);
 	for (int row = 0; row < side; row++) {
-		/* yb, cba, cra: this row; yc, cbb, crb: the row below; ya: the row above. */
-		int below = row + 1 < side;
-		if (below)
-			snap_steps_row(rgb + (size_t) (row + 1) * side * 3, side, yc, cbb, crb);
-		long s = 0, c = 0, v = 0, f = 0, q = 0;
+		const short *a = y + (size_t) row * side, *p = cb + (size_t) row * side, *q = cr + (size_t) row * side;
+		/* Per row in int (vector lanes): at most 2 · 1024 · 255² for Δy². */
+		int s = 0, c = 0, v = 0, f = 0, sq = 0;
 		for (int x = 0; x + 1 < side; x++) {
-			int d = yb[x] - yb[x + 1];
-			s += abs(d);
-			f += abs(d) <= 1;
-			q += d * d;
-			c += abs(cba[x] - cba[x + 1]) + abs(cra[x] - cra[x + 1]);
+			int d = a[x] - a[x + 1];
+			s += abs(d); f += abs(d) <= 1; sq += d * d;
+			c += abs(p[x] - p[x + 1]) + abs(q[x] - q[x + 1]);
 		}
 		for (int x = 1; x + 1 < side; x++)
-			v += abs(2 * yb[x] - yb[x - 1] - yb[x + 1]);
-		if (below)
+			v += abs(2 * a[x] - a[x - 1] - a[x + 1]);
+		if (row + 1 < side) {
+			const short *a2 = a + side, *p2 = p + side, *q2 = q + side;
 			for (int x = 0; x < side; x++) {
-				int d = yb[x] - yc[x];
-				s += abs(d);
-				f += abs(d) <= 1;
-				q += d * d;
-				c += abs(cba[x] - cbb[x]) + abs(cra[x] - crb[x]);
+				int d = a[x] - a2[x];
+				s += abs(d); f += abs(d) <= 1; sq += d * d;
+				c += abs(p[x] - p2[x]) + abs(q[x] - q2[x]);
 			}
-		if (row > 0 && below)
-			for (int x = 0; x < side; x++)
-				v += abs(2 * yb[x] - ya[x] - yc[x]);
-		steps += s; csteps += c; curv += v; level += f; square += q;
-		int *t = ya; ya = yb; yb = yc; yc = t;
-		t = cba; cba = cbb; cbb = t;
-		t = cra; cra = crb; crb = t;
+			if (row > 0) {
+				const short *a0 = a - side;
+				for (int x = 0; x < side; x++)
+					v += abs(2 * a[x] - a0[x] - a2[x]);
+			}
+		}
+		steps += s; csteps += c; curv += v; level += f; square += sq;
 	}
-	free(rows);
+	free(y);
 	*luma = steps; *chroma = csteps; *second = curv; *flat = level; *squares = square;
 }
