@@ -51,7 +51,8 @@ public struct Variant: Sendable, Equatable, Codable {
     /// `adaptive`, a built-in palette name, or `custom` (PNG variants only).
     public var palette: String?
     public var dither: Bool?
-    /// How many encodes the budget search took.
+    /// How many qualities the budget search tried (each an encode, or for square100 an
+    /// exact entropy count of one transform of the square).
     public var encodes: Int
     /// True when the variant had to leave its normal quality range or colour count.
     public var degraded: Bool
