@@ -95,8 +95,7 @@ struct snap_jpeg_plan {
 	int *order_block;
 	short *quantised;                /* blocks × 64, zigzag, for the last quality */
 	uint64_t *nonzero;               /* per block: bit k set when zigzag coefficient k is not 0 */
-	int quantised_for;
-	int prepared_for;                /* quality of the tables and bit count below */
+	int prepared_for;                /* quality of `quantised`, the tables and `bits` */
 	long bits;
 	JHUFF_TBL dc[1], ac[1];          /* the optimal pair for the last quantisation */
 };
@@ -204,7 +203,6 @@ snap_jpeg_plan_new(const unsigned char *rgb, int width, int height, int subsampl
 	if (!p)
 		return -1;
 	p->width = width; p->height = height; p->subsample = subsample;
-	p->quantised_for = -1;
 	p->prepared_for = -1;
 	int f = subsample;
 	/* Component sizes as libjpeg computes them (jcmaster.c initial_setup). */
@@ -339,8 +337,6 @@ snap_nonzero_mask(const short q[64])
 static void
 snap_plan_quantise(snap_jpeg_plan *p, int quality)
 {
-	if (p->quantised_for == quality)
-		return;
 	unsigned int table[64];
 	snap_plan_table(quality, table);
 	float inverse[64];
@@ -360,7 +356,6 @@ snap_plan_quantise(snap_jpeg_plan *p, int quality)
 		}
 		p->nonzero[b] = snap_nonzero_mask(q);
 	}
-	p->quantised_for = quality;
 }
 
 static inline int

@@ -41,37 +41,36 @@ struct Fitted {
     var degraded: Bool
 }
 
-/// Finds a JPEG quality whose encoding fills most of a budget without going
-/// over it, in few encodes (about two on average).
+/// Finds a JPEG quality whose file fills most of a budget without going over it,
+/// in few tries (under two on average). A try is the file's size at one quality,
+/// counted from one transform of the square (`JPEG.Plan`); the file is written once.
 ///
 /// JPEG size against quality has a typical shape: `Model.shape` is the mean of
 /// ln(size(q) / size(90)) over 120 real 100 px snaps (`Scripts/make-corpus.sh`,
-/// optimised Huffman, one table per chroma layout, measured beyond 90 one
-/// quality at a time because the curve steepens there: quality 99 → 100 adds
-/// about a quarter). The first guess comes from the pixels: ln size at each
-/// quality of the table is predicted from mean luma and chroma differences and
-/// luma second differences between neighbouring pixels (`Model.sizeTable`, fitted
-/// on those snaps and the sample photos together; residual about ±0.075 in ln
-/// size), so the first encode usually lands near the target. Each later guess fits
-/// `ln size = a + b · shape(q)` through the nearest fitting and failing encodes
-/// seen so far (one point: b = 1) and solves it for the target. The search stops
-/// as soon as an encode fits and fills at least `fill` of the budget (`laterFill`
-/// once the first guess has missed), or is the range's top, or its neighbour one
-/// quality up does not fit. The path depends
+/// measured beyond 90 one quality at a time because the curve steepens there:
+/// quality 99 → 100 adds about a quarter). The first guess comes from the pixels:
+/// ln size at each quality of the table is predicted from five features of
+/// neighbouring pixels (`PixelSteps`, `Model.sizeTable`, fitted on those snaps and
+/// the sample photos together), so the first try usually lands near the target.
+/// Each later guess moves that predicted curve through the nearest fitting and
+/// failing tries seen so far (`ln size = a + b · curve(q)`; one point: b = 1) and
+/// solves it for the target. The search stops as soon as a try fits and fills at
+/// least `fill` of the budget (`laterFill` once the first guess has missed), or is
+/// the range's top, or its neighbour one quality up does not fit. The path depends
 /// only on the pixels, so the answer is deterministic.
 enum JPEGBudgetSearch {
-    /// An encode that fits and reaches this share of the budget ends the search
-    /// (with the pixel-based first guess: a mean fill of 95–97 % in 1.8–2.0 encodes on
-    /// average on the corpus; docs/performance.md: Budget search).
+    /// A try that fits and reaches this share of the budget ends the search (with the
+    /// pixel-based first guess: a mean fill of 96–97 % in 1.8–1.9 tries on average on
+    /// the corpus; docs/performance.md: Budget search).
     static let fill = 0.95
-    /// After the first encode missed, an encode that fits and reaches this share ends
-    /// the search: another encode would cost more than the last few per cent fill.
+    /// After the first try missed, a try that fits and reaches this share ends the
+    /// search: another try would cost more than the last few per cent fill.
     static let laterFill = 0.90
     /// Guesses aim this far under the budget: a miss by the model's typical
     /// error then still fits, and still fills.
     static let aim = 0.985
     /// The first guess aims lower: it comes from the pixels alone, and a first
-    /// encode over the budget always costs a second.
+    /// try over the budget always costs a second.
     static let firstAim = 0.98
 
     /// The size model for one chroma layout.
@@ -79,15 +78,15 @@ enum JPEGBudgetSearch {
         /// Qualities at which `shapeTable` is measured.
         static let points: [Double] = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85,
                                        90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100]
-        /// ln(size(q) / size(90)) at `points` (measured; see above): the mean curve,
-        /// which later guesses fit through the encodes seen.
+        /// ln(size(q) / size(90)) at `points` (measured; see above): the mean curve
+        /// (the tests' synthetic sizes follow it).
         let shapeTable: [Double]
         /// ln size(q) of a 100×100 square at each of `points`, predicted from the pixels
-        /// before any encode: c0 + c1 · ln(mean luma step) + c2 · ln(mean chroma step)
-        /// + c3 · ln(mean luma second difference). One fit per quality (least squares over
-        /// the 120 corpus snaps and the sample photos), because how steeply size falls
-        /// below 90 differs from image to image: one fit at 90 moved along the mean curve
-        /// missed ln size(50) by 0.15 (root mean square, on the corpus), these fits by 0.08.
+        /// before any try: c0 + the features of `PixelSteps`, each times its coefficient.
+        /// One fit per quality (least squares over the 120 corpus snaps and the sample
+        /// photos, each set weighted equally), because how steeply size falls below 90
+        /// differs from image to image. Spread of the fit in ln size at quality 50: 0.08
+        /// on the corpus, 0.06 on the samples (docs/performance.md: Budget search).
         let sizeTable: [(c0: Double, luma: Double, chroma: Double, curvature: Double, flat: Double, rms: Double)]
 
         static let c444 = Model(
@@ -219,11 +218,7 @@ enum JPEGBudgetSearch {
     /// The 4:2:0 model (the tests' synthetic size curves use it).
     static func shape(_ q: Double) -> Double { Model.c420.shape(q) }
 
-    /// The first quality to try for `rgb` under `budget`, from the pixels alone.
-    static func firstGuess(rgb: [UInt8], side: Int, chroma: JPEG.Chroma, budget: Budget) -> Int {
-        firstGuess(curve: PredictedCurve(table: Model.of(chroma).predictedLogSizes(rgb: rgb, side: side)), budget: budget)
-    }
-
+    /// The first quality to try under `budget`, from the pixels alone (their predicted curve).
     static func firstGuess(curve: PredictedCurve, budget: Budget) -> Int {
         let predicted = curve.table
         let target = log(Double(budget.mode == .inline ? budget.limit / 4 * 3 : budget.limit) * firstAim)
