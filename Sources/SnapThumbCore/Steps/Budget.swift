@@ -275,11 +275,12 @@ enum JPEGBudgetSearch {
     /// square100's search: the first guess and the curve from the pixels (the model of
     /// the chroma layout), every try a size from one plan (one colour conversion and DCT).
     static func fitSquare(rgb: [UInt8], side: Int, settings: Settings.SquareSettings, budget: Budget?) throws -> Fitted {
-        let curve = PredictedCurve(table: Model.of(settings.chroma).predictedLogSizes(rgb: rgb, side: side))
-        let start = budget.map { firstGuess(curve: curve, budget: $0) }
         let plan = try JPEG.Plan(rgb: rgb, width: side, height: side, chroma: settings.chroma)
-        return try fit(range: settings.qualityMin...settings.qualityMax, budget: budget, model: curve, start: start,
-                       size: { plan.estimatedSize(quality: $0) }, write: { try plan.write(quality: $0) })
+        let range = settings.qualityMin...settings.qualityMax
+        let size = { (q: Int) in plan.estimatedSize(quality: q) }, write = { (q: Int) in try plan.write(quality: q) }
+        guard let budget else { return try fit(range: range, budget: nil, size: size, write: write) }
+        let curve = PredictedCurve(table: Model.of(settings.chroma).predictedLogSizes(rgb: rgb, side: side))
+        return try fit(range: range, budget: budget, model: curve, start: firstGuess(curve: curve, budget: budget), size: size, write: write)
     }
 }
 
