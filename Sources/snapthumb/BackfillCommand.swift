@@ -141,7 +141,7 @@ struct BackfillCommand: ParsableCommand {
                 let removed = TempFiles.removeStale(under: directory)
                 if removed > 0 {
                     Console.say("backfill: removed \(removed) temp file(s) left in the store by processes that are gone", event: "removed temp files",
-                                metadata: ["snap.count": "\(removed)"])
+                                metadata: ["snap.count": .number(removed)])
                 }
             }
             let reader: any SourceReader
@@ -200,11 +200,11 @@ struct BackfillCommand: ParsableCommand {
             TempFiles.removeStale(under: directory)
         }
         Console.say(Self.summaryText(summary, store: store.location), event: "backfill finished", metadata: [
-            "snap.failed_by_code": .dictionary(summary.failedByCode.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" }),
-            "snap.total": "\(summary.total)", "snap.interrupted": "\(summary.interrupted)", "snap.processed": "\(summary.processed)",
-            "snap.skipped": "\(summary.skipped)", "snap.failed": "\(summary.failures.count)",
-            "snap.seconds": "\(String(format: "%.1f", summary.seconds))",
-            "snap.images_per_s": "\(String(format: "%.1f", summary.imagesPerSecond))", "snap.store": "\(store.location)"])
+            "snap.failed_by_code": .dictionary(summary.failedByCode.reduce(into: [:]) { $0[$1.key.rawValue] = .number($1.value) }),
+            "snap.total": .number(summary.total), "snap.interrupted": .flag(summary.interrupted), "snap.processed": .number(summary.processed),
+            "snap.skipped": .number(summary.skipped), "snap.failed": .number(summary.failures.count),
+            "snap.seconds": .number(summary.seconds),
+            "snap.images_per_s": .number(summary.imagesPerSecond), "snap.store": "\(store.location)"])
         if let report {
             do {
                 try summary.report(root: directory, store: store.location).write(to: URL(fileURLWithPath: report), options: .atomic)
@@ -269,8 +269,8 @@ final class ProgressDisplay: @unchecked Sendable {
             FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
         case .json where p.done < p.total:
             Console.logger.info("progress", metadata: [
-                "snap.done": "\(p.done)", "snap.total": "\(p.total)", "snap.failed": "\(p.failed)",
-                "snap.images_per_s": "\(String(format: "%.1f", p.rate))", "snap.eta_s": "\(p.eta.map { String(Int($0.rounded())) } ?? "")"])
+                "snap.done": .number(p.done), "snap.total": .number(p.total), "snap.failed": .number(p.failed),
+                "snap.images_per_s": .number(p.rate), "snap.eta_s": p.eta.map { .number(Int($0.rounded())) } ?? .string("")])
         default: break
         }
     }

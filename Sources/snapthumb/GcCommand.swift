@@ -57,10 +57,10 @@ struct GcCommand: ParsableCommand {
         let count = report.deleted.count
         Console.say("gc: \(report.blobs) blobs, \(report.manifests) manifests: \(count) orphan(s) \(dryRun ? "would be deleted" : "deleted") (\(report.deletedBytes) bytes); \(report.young) orphan(s) younger than \(formatDuration(seconds)) kept",
                     event: "gc finished", metadata: [
-                        "snap.blobs": .stringConvertible(report.blobs), "snap.manifests": .stringConvertible(report.manifests),
-                        "snap.deleted": .stringConvertible(count), "snap.deleted_bytes": .stringConvertible(report.deletedBytes),
-                        "snap.young": .stringConvertible(report.young), "snap.kept": .stringConvertible(report.kept.count),
-                        "snap.dry_run": .stringConvertible(dryRun)])
+                        "snap.blobs": .number(report.blobs), "snap.manifests": .number(report.manifests),
+                        "snap.deleted": .number(count), "snap.deleted_bytes": .number(report.deletedBytes),
+                        "snap.young": .number(report.young), "snap.kept": .number(report.kept.count),
+                        "snap.dry_run": .flag(dryRun)])
     }
 
     /// `3d`, `5h`, `12m`, `40s`: the largest whole unit.

@@ -48,7 +48,7 @@ struct VerifyCommand: ParsableCommand {
         var verdict = problems.isEmpty ? "ok" : "\(problems.count) problem(s)"
         if !warnings.isEmpty { verdict += ", \(warnings.count) warning(s)" }
         Console.say("verify: \(blobs) blobs, \(manifests) manifests: \(verdict)", event: "verify finished", metadata: [
-            "snap.blobs": "\(blobs)", "snap.manifests": "\(manifests)", "snap.problems": "\(problems.count)", "snap.warnings": "\(warnings.count)"])
+            "snap.blobs": .number(blobs), "snap.manifests": .number(manifests), "snap.problems": .number(problems.count), "snap.warnings": .number(warnings.count)])
         if !problems.isEmpty { throw ExitCode(1) }
     }
 }
