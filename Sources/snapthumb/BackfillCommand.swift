@@ -40,7 +40,7 @@ struct BackfillCommand: ParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between progress lines when stderr is not a terminal: 500ms, 10s, 5m… [default: 10s]", valueName: "duration"))
     var progressInterval: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"))
+    @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"), completion: Completions.isolation)
     var isolation: String?
 
     @Flag(name: .long, help: "Print each manifest as a JSON line on stdout, like 'process'.")

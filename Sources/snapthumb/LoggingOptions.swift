@@ -5,10 +5,10 @@ import SnapThumbCore
 
 /// `--log-format`, `--log-level`, `-q` and `-v`, on every subcommand.
 struct LoggingOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("text, or json (one object per line, for log shippers). [default: text; env SNAPTHUMB_LOG_FORMAT]", valueName: "format"))
+    @Option(name: .long, help: ArgumentHelp("text, or json (one object per line, for log shippers). [default: text; env SNAPTHUMB_LOG_FORMAT]", valueName: "format"), completion: Completions.logFormat)
     var logFormat: String?
 
-    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info; env SNAPTHUMB_LOG_LEVEL]", valueName: "level"))
+    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info; env SNAPTHUMB_LOG_LEVEL]", valueName: "level"), completion: Completions.logLevel)
     var logLevel: String?
 
     @Flag(name: [.customShort("q"), .long], help: "Only failures and errors (the same as --log-level warning).")
