@@ -252,6 +252,33 @@ final class ProgressDisplay: @unchecked Sendable {
         if Console.level > .info { mode = .none }
         else if Console.format == .json { mode = .json }
         else { mode = interactive ? .bar : .lines }
+        if mode == .bar { Self.current.set(self) }
+    }
+
+    /// The bar on screen, if any: a signal's message first ends its line (`endLine`).
+    static let current = Current()
+
+    final class Current: @unchecked Sendable {
+        private let lock = NSLock()
+        private var display: ProgressDisplay?
+        func set(_ display: ProgressDisplay) { lock.lock(); self.display = display; lock.unlock() }
+        /// Ends the bar's line so that a message printed next starts on its own line.
+        func endLine() {
+            lock.lock()
+            let display = display
+            lock.unlock()
+            display?.endLine()
+        }
+    }
+
+    /// Moves below the bar (it is redrawn on the next line at the next update).
+    func endLine() {
+        lock.lock()
+        defer { lock.unlock() }
+        if interactive && drawn {
+            FileHandle.standardError.write(Data("\n".utf8))
+            drawn = false
+        }
     }
 
     func show(_ p: BackfillProgress) {
@@ -263,7 +290,8 @@ final class ProgressDisplay: @unchecked Sendable {
         switch mode {
         case .bar:
             let columns = POSIX.terminalColumns(STDERR_FILENO) ?? 80
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, done: p.done, total: p.total, columns: columns))".utf8))
+            let compact = String(format: "%d/%d %.0f%% ETA %@", p.done, p.total, percent, eta) + (p.failed > 0 ? " failed \(p.failed)" : "")
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, compact: compact, done: p.done, total: p.total, columns: columns))".utf8))
             drawn = true
         case .lines where p.done < p.total:
             FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
@@ -276,13 +304,19 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     /// `[####....] stats`, never wider than `columns - 1` (a full-width line makes some terminals wrap):
-    /// the bar shrinks first, then the statistics are cut.
-    static func barLine(stats: String, done: Int, total: Int, columns: Int) -> String {
+    /// the bar shrinks to 10, then the `compact` statistics (count, percent, ETA, failures) take
+    /// the full ones' place, then the bar shrinks to 5, and only then are the statistics cut.
+    static func barLine(stats: String, compact: String? = nil, done: Int, total: Int, columns: Int) -> String {
         let room = columns - 1
-        let width = min(30, room - stats.count - 3)
-        guard width >= 5 else { return String(stats.prefix(max(0, room))) }
-        let filled = total > 0 ? width * min(done, total) / total : width
-        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] " + stats
+        func bar(_ width: Int, _ text: String) -> String {
+            let filled = total > 0 ? width * min(done, total) / total : width
+            return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] " + text
+        }
+        for (text, least) in [(stats, 10), (compact ?? stats, 5)] {
+            let width = min(30, room - text.count - 3)
+            if width >= least { return bar(width, text) }
+        }
+        return String((compact ?? stats).prefix(max(0, room)))
     }
 
     func clearLine() {

@@ -201,9 +201,28 @@ struct PipelineOptions: ParsableArguments {
                 }
             }
             try settings.validate()
-        } catch let error as SnapError { throw ValidationError(error.message) }
+        } catch let error as SnapError { throw ValidationError(culprit(of: error, layers) ?? error.message) }
         let shown = zip(entries, report).map { entry, item in (name: "pipeline.\(item.0)", value: entry.show(settings), source: item.1) }
         return (settings, shown)
+    }
+
+    /// The message of a failed validation prefixed by where the bad value came from
+    /// (`--colours: pixel colours must be 2–256 (got 1)`), when one setting alone fails it.
+    func culprit(of error: SnapError, _ layers: ConfigLayers) -> String? {
+        for entry in entries {
+            guard let (text, source) = layers.lookup(entry.flag) else { continue }
+            var alone = Settings()
+            guard (try? entry.apply(&alone, text, source)) != nil else { continue }
+            do { try alone.validate() } catch let other as SnapError where other.message == error.message {
+                return "\(source): \(error.message)"
+            } catch {}
+        }
+        if let file = layers.file {
+            do { try file.pipeline.validate() } catch let other as SnapError where other.message == error.message {
+                return "config file \(file.path): \(error.message)"
+            } catch {}
+        }
+        return nil
     }
 
     /// The validated settings.

@@ -43,6 +43,9 @@ enum Main {
         // Every command may process images for hours (watch, worker, backfill): keep RSS flat.
         POSIX.fixMallocMmapThreshold()
         var parsed: (any ParsableCommand.Type)?
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        // A worker process inherits its parent's environment: the parent has warned already.
+        if arguments.first != "worker" { Console.defer(Suggestions.unknownEnvironment(ProcessInfo.processInfo.environment)) }
         do {
             var command = try SnapThumb.parseAsRoot()
             parsed = type(of: command)
@@ -52,8 +55,12 @@ enum Main {
                 try command.run()
             }
         } catch {
-            exit(handle(error, command: parsed))
+            let status = handle(error, command: parsed)
+            if parsed == nil, status == 2, let hint = Suggestions.subcommand(for: arguments) { printError(hint) }
+            Console.flushDeferred()
+            exit(status)
         }
+        Console.flushDeferred()
         exit(0)
     }
 

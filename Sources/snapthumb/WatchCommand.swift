@@ -119,6 +119,10 @@ struct WatchCommand: AsyncParsableCommand {
             }
             return c
         } catch let error as WatchConfigError {
+            // An unknown key in the file's watch section: name its line and column.
+            if let file = layers.file, let match = error.description.firstMatch(of: /unknown setting (watch\.[A-Za-z0-9_]+)/) {
+                throw ValidationError(error.description.replacingOccurrences(of: "config file \(file.path):", with: "config file \(file.place(String(match.1))):"))
+            }
             throw ValidationError(error.description)
         }
     }
