@@ -22,13 +22,15 @@ struct SnapThumb: ParsableCommand {
 
         Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, unreadable, io, conflict, timeout, poison, internal, store (a bucket store failed after retries: run again).
 
-        Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); see README.
+        Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); Scripts/install.sh installs them and this page as snapthumb(1).
 
         Examples:
           snapthumb process snap.jpg --store ./store
           snapthumb backfill ./uploads --store ./store --report failures.json
           snapthumb verify ./store
           snapthumb watch /srv/uploads --store ./store
+          snapthumb ls ./store && snapthumb get ./store snap.jpg --output snap-thumb.jpg
+          snapthumb gc ./store --dry-run
         """,
         version: SnapThumbVersion.current,
         subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self,
