@@ -40,6 +40,9 @@ struct GetCommand: ParsableCommand {
         try StoreArgument.validateExisting(store)
         do { try StoreKey.validate(key) } catch let error as SnapError { throw ValidationError("<key>: \(error.message)") }
         if manifest, variant != nil { throw ValidationError("--manifest prints the whole manifest: leave out --variant") }
+        if !manifest, output == nil || output == "-", isatty(STDOUT_FILENO) == 1 {
+            throw ValidationError("stdout is a terminal, and a thumbnail is binary: use --output FILE or a pipe (snapthumb get … > thumb.jpg)")
+        }
     }
 
     func run() throws {

@@ -192,6 +192,7 @@ struct StoreToolsTests {
         let cases: [[String]] = [
             ["process", Fixtures.sample("snaps/tiny.png"), "--store", file],
             ["backfill", Fixtures.sample("snaps"), "--store", file],
+            ["watch", root, "--store", file],
             ["verify", "\(root)/missing"], ["verify", file],
             ["ls", "\(root)/missing"], ["get", "\(root)/missing", "a.jpg"], ["gc", "\(root)/missing"],
             ["ls", root], ["gc", root, "--grace", "soon"],
