@@ -78,9 +78,10 @@ public struct Store: Sendable {
     /// leaves nothing behind.
     @discardableResult
     public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
-        let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true)
+        try StoreKey.validate(upload.manifest.key)
         let created = try putAll(upload.blobs, sync: true)
         do {
+            let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true)
             let temp = directory.tempName(for: name)
             try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: true)
             let outcome = try place(temp, as: name, in: directory, upload.manifest)
@@ -135,8 +136,9 @@ public struct Store: Sendable {
     /// ones already there stay: another upload may already share them, and an
     /// unreferenced blob is harmless where a manifest without its blob is not.
     public func stage(_ upload: ProcessedUpload) throws -> Staged {
-        let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
+        try StoreKey.validate(upload.manifest.key)
         for blob in upload.blobs { try put(blob, sync: false) }
+        let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
         let temp = directory.tempName(for: name)
         try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
         return Staged(upload: upload, directory: directory, manifestName: name, manifestTemp: temp)

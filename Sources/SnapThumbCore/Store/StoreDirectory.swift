@@ -78,7 +78,7 @@ final class StoreDirectory: Sendable {
                 case .some(S_IFLNK):
                     throw SnapError(.unsafeName, "\(path) is a symbolic link inside the store; SnapThumb never writes or reads through one")
                 case .some(let mode) where mode != S_IFDIR:
-                    throw SnapError(.unsafeName, "\(path) exists inside the store and is not a directory")
+                    throw SnapError(.io, "\(path) exists and is not a directory")
                 default:
                     throw SnapError.io("cannot open directory", path, errno: code)
                 }
