@@ -131,7 +131,7 @@ public struct Bench: Sendable {
         let links = try Self.temporaryDirectory("snapthumb-bench-inputs", in: options.tempDirectory)
         outputs.append(links)
         let referenceFiles = try files.enumerated().map { i, entry in
-            let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
+            let link = "\(links)/\(String(format: "%06d", i))-\(PathBytes.lastComponent(entry.path))"
             let target = URL(fileURLWithPath: entry.path).standardizedFileURL.path // absolute: the link lives elsewhere
             guard symlink(target, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
             return link

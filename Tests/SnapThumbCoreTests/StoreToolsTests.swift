@@ -183,6 +183,23 @@ struct StoreToolsTests {
         #expect(TempFiles.find(under: root).isEmpty, "nothing is left set aside")
     }
 
+    @Test("ls, get and gc never follow a symbolic link planted inside the store")
+    func symlinks() throws {
+        let (root, _) = try Self.store()
+        defer { Fixtures.remove(root) }
+        let secret = "\(root)/../snapthumb-secret-\(UUID().uuidString)"
+        defer { Fixtures.remove(secret) }
+        try Data(#"{"variants": {"x": {"digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}}}"#.utf8)
+            .write(to: URL(fileURLWithPath: secret))
+        try FileManager.default.createSymbolicLink(atPath: "\(root)/manifests/evil.jpg.json", withDestinationPath: secret)
+        let get = try CLI.run(["get", root, "evil.jpg", "--manifest"])
+        #expect(get.status == 1 && get.stderr.contains("symbolic link") && get.stdout.isEmpty, "\(get.stdout)\(get.stderr)")
+        let ls = try CLI.run(["ls", root])
+        #expect(ls.status == 0 && !ls.stdout.contains("evil"), "\(ls.stdout)\(ls.stderr)")
+        let gc = try CLI.run(["gc", root, "--grace", "0", "--dry-run"])
+        #expect(gc.status == 0 && gc.stdout.split(separator: "\n").count == 1, "only the orphan: \(gc.stdout)\(gc.stderr)")
+    }
+
     @Test("usage errors before any work: a file as --store, verify/ls/gc of a missing directory")
     func usage() throws {
         let root = Fixtures.tempDirectory()

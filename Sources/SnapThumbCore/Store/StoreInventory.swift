@@ -27,7 +27,7 @@ public struct StoreEntry: Sendable, Equatable {
 /// file, or the bytes of a deleted object), until it is discarded.
 public struct SetAsideBlob: Sendable {
     public let entry: StoreEntry
-    /// The file it was renamed to (a directory store), if any.
+    /// The temp name it was renamed to in its own directory (a directory store), if any.
     public let path: String?
     /// Its bytes (a bucket, where a deleted object cannot be renamed back).
     public let bytes: [UInt8]?
@@ -69,7 +69,9 @@ extension StoreInventory {
     }
 }
 
-/// A directory store read without changing it (only `gc` removes blobs).
+/// A directory store read without changing it (only `gc` removes blobs). Like `Store`, it never
+/// follows a symbolic link below the root: files are opened through `StoreDirectory`, and the
+/// walk neither enters a linked directory nor lists a linked file.
 public struct DirectoryInventory: StoreInventory {
     public let root: String
     public var location: String { root }
@@ -82,8 +84,11 @@ public struct DirectoryInventory: StoreInventory {
             return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
         }
         guard isDirectory(self.root) else { throw SnapError(.config, "\(root) is not a directory") }
-        for sub in ["blobs/sha256", "manifests"] where !isDirectory("\(self.root)/\(sub)") {
-            throw SnapError(.config, "\(root) is not a SnapThumb store (no \(sub)/ in it)")
+        for sub in [["blobs", "sha256"], ["manifests"]] {
+            guard isDirectory("\(self.root)/\(sub.joined(separator: "/"))") else {
+                throw SnapError(.config, "\(root) is not a SnapThumb store (no \(sub.joined(separator: "/"))/ in it)")
+            }
+            _ = try StoreDirectory.open(root: self.root, sub, create: false) // a symlink there is unsafe-name
         }
     }
 
@@ -100,7 +105,8 @@ public struct DirectoryInventory: StoreInventory {
 
     public func manifestBytes(_ key: String) throws -> [UInt8]? {
         try StoreKey.validate(key)
-        return try Durable.readIfExists("\(root)/manifests/\(key).json")
+        guard let (directory, name) = try StoreDirectory.existingParent(root: root, of: "manifests/\(key).json") else { return nil }
+        return try directory.readIfExists(name)
     }
 
     public func blobs() throws -> [StoreEntry] {
@@ -114,39 +120,42 @@ public struct DirectoryInventory: StoreInventory {
     }
 
     public func blobBytes(_ hex: String) throws -> [UInt8]? {
-        guard BlobName.isValid(hex[...]) else { return nil }
-        return try Durable.readIfExists(path(of: hex))
+        guard BlobName.isValid(hex[...]), let (directory, name) = try StoreDirectory.existingParent(root: root, of: relativePath(of: hex)) else {
+            return nil
+        }
+        return try directory.readIfExists(name)
     }
 
     /// Renames the blob to one of SnapThumb's temp names in its own directory (an
     /// upload that needs it meanwhile writes it anew), after checking that it was
     /// not written or reused since the listing.
     public func setAside(_ blob: StoreEntry, unlessWrittenAfter cutoff: Double) throws -> SetAsideBlob? {
-        let path = path(of: blob.name)
-        guard let status = FileOps.status(path), status.isRegular, status.mtime <= cutoff else { return nil }
-        let temp = Durable.tempPath(in: Paths.parent(of: path), for: "gc-" + blob.name)
-        guard rename(path, temp) == 0 else {
-            if errno == ENOENT { return nil }
-            throw SnapError.io("cannot set aside", path, errno: errno)
-        }
+        guard let status = FileOps.status("\(root)/\(relativePath(of: blob.name))"), status.isRegular, status.mtime <= cutoff,
+              let (directory, name) = try StoreDirectory.existingParent(root: root, of: relativePath(of: blob.name)) else { return nil }
+        let temp = directory.tempName(for: "gc-" + name)
+        let code = directory.rename(name, temp)
+        if code == ENOENT { return nil }
+        guard code == 0 else { throw SnapError.io("cannot set aside", directory.display(name), errno: code) }
         return SetAsideBlob(entry: blob, path: temp)
     }
 
     public func putBack(_ blob: SetAsideBlob) throws {
         guard let temp = blob.path else { return }
-        let path = path(of: blob.entry.name)
+        let (directory, name) = try StoreDirectory.openParent(root: root, of: relativePath(of: blob.entry.name), create: true)
         // link(2): a copy written there meanwhile (the same bytes) stays.
-        if link(temp, path) != 0 && errno != EEXIST { throw SnapError.io("cannot put back", path, errno: errno) }
-        unlink(temp)
-        try Durable.fsyncDirectory(Paths.parent(of: path))
+        let code = directory.link(temp, name)
+        if code != 0 && code != EEXIST { throw SnapError.io("cannot put back", directory.display(name), errno: code) }
+        directory.unlink(temp)
+        try directory.sync()
     }
 
     public func discard(_ blob: SetAsideBlob) throws {
-        guard let temp = blob.path else { return }
-        if unlink(temp) != 0 && errno != ENOENT { throw SnapError.io("cannot delete", temp, errno: errno) }
+        guard let temp = blob.path,
+              let (directory, _) = try StoreDirectory.existingParent(root: root, of: relativePath(of: blob.entry.name)) else { return }
+        directory.unlink(temp)
     }
 
-    func path(of hex: String) -> String { "\(root)/blobs/sha256/\(hex.prefix(2))/\(hex)" }
+    func relativePath(of hex: String) -> String { "blobs/sha256/\(hex.prefix(2))/\(hex)" }
 
     /// Regular files under `directory`, depth first, without following symlinks or
     /// entering dot-directories; dot-files (temp files) are left out.
