@@ -56,9 +56,20 @@ enum Suggestions {
         return names
     }
 
+    /// The names most environments set, known without rendering every subcommand's help (that
+    /// costs tens of milliseconds, paid only when a name is not in here). A test keeps each of
+    /// them a real one.
+    static let common: Set<String> = Set([
+        "config", "store", "jobs", "log-format", "log-level", "budget", "budget-mode", "square-size", "crop", "palette",
+        "colours", "dither", "grid", "pixel-scale", "pixel-budget", "grid-budget", "background", "quality-min", "quality-max",
+        "chroma", "modern", "modern-effort", "on-conflict", "fail-on", "max-bytes", "max-pixels", "max-pixels-full-decode",
+        "payload-limit", "payload-reserve", "report", "progress-interval", "isolation", "shard", "worker-id", "create",
+        "poll", "poll-interval", "settle", "drain-timeout", "image-timeout", "metrics-file", "metrics-interval",
+    ].map { "SNAPTHUMB_" + $0.uppercased().replacingOccurrences(of: "-", with: "_") }).union(["SNAPTHUMB_S3_PATH_STYLE", "SNAPTHUMB_S3_PROVIDER"])
+
     /// A warning for each SNAPTHUMB_* variable that no setting reads (a typo is otherwise silently ignored).
     static func unknownEnvironment(_ environment: [String: String]) -> [String] {
-        let unknown = environment.keys.filter { $0.hasPrefix("SNAPTHUMB_") }.sorted()
+        let unknown = environment.keys.filter { $0.hasPrefix("SNAPTHUMB_") && !common.contains($0) }.sorted()
         guard !unknown.isEmpty else { return [] }
         let known = environmentNames
         return unknown.filter { !known.contains($0) }.map { name in

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
+@testable import snapthumb
 
 /// Issue 28's small habits: mistakes are named where they are, with the nearest right spelling.
 @Suite("Habits", .serialized)
@@ -18,6 +19,11 @@ struct HabitsTests {
                              "warning: SNAPTHUMB_XYZZY_PLUGH is not a SnapThumb setting and is ignored"], "\(result.stderr)")
         let json = try CLI.run(["config", "--log-format", "json"], environment: ["SNAPTHUMB_JOSB": "2"])
         #expect(json.stderr.contains("did you mean SNAPTHUMB_JOBS?"), "\(json.stderr)")
+    }
+
+    @Test("every name on the fast path is one a subcommand reads (derived from their help)")
+    func commonNamesAreReal() {
+        #expect(Suggestions.common.subtracting(Suggestions.environmentNames).isEmpty)
     }
 
     @Test("a mistyped subcommand gets a suggestion; a word far from any does not")
