@@ -28,8 +28,8 @@ enum DrawnGrid {
         static func of(_ style: Settings.PixelStyle) -> Lift? {
             switch style {
             case .soft: return nil
-            case .drawn: return Lift(lightness: 1.1, local: 0.3, chroma: 1.4, outline: nil)
-            case .retro: return Lift(lightness: 1.15, local: 0.35, chroma: 1.6, outline: 0.12)
+            case .drawn: return Lift(lightness: 1.15, local: 0.4, chroma: 1.5, outline: 0.12)
+            case .retro: return Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
             }
         }
     }
@@ -113,7 +113,12 @@ enum DrawnGrid {
             }
         }
         return grid.indices.map { i in
-            OKLab(l: lightness[i], a: grid[i].a * lift.chroma, b: grid[i].b * lift.chroma).clippedToGamut
+            let c = grid[i], a = c.a * lift.chroma, b = c.b * lift.chroma
+            let lifted = OKLab(l: lightness[i], a: a, b: b).clippedToGamut
+            // A saturated colour (an orange petal) moved in lightness leaves the gamut and
+            // the clip takes more chroma than the lift gave: keep its lightness instead.
+            if lifted.chroma >= c.chroma { return lifted }
+            return OKLab(l: c.l, a: a, b: b).clippedToGamut
         }
     }
 }

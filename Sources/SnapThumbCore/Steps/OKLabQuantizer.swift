@@ -34,7 +34,7 @@ enum OKLabQuantizer {
     static let bayer: [Double] = [0, 8, 2, 10, 12, 4, 14, 6, 3, 11, 1, 9, 15, 7, 13, 5].map { Double($0) / 16 - 15.0 / 32 }
     /// The lightness swing of the ordered dither: about the gap between neighbouring
     /// lightnesses of a 16-colour palette, so that a tone between two colours becomes a pattern.
-    static let ditherStrength = 0.09
+    static let ditherStrength = 0.06
 
     /// Nearest palette colour per pixel in OKLab, with the optional ordered dither.
     static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool) -> [UInt8] {
