@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageOps
+from PIL import Image, ImageDraw
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Benchmarks", "quality"))
 import pixel_measures  # noqa: E402
@@ -28,20 +28,22 @@ import pixel_measures  # noqa: E402
 LABEL = 14  # height of the caption strip
 
 
-def reference_square(path, side):
-    with Image.open(path) as im:
-        im = ImageOps.exif_transpose(im).convert("RGB")
-        w, h = im.size
-        s = min(w, h)
-        box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
-        return im.resize((side, side), Image.LANCZOS, box=box)
+def vips_thumbnail(path, width, height, work, crop):
+    """libvips' thumbnail of any format SnapThumb reads, converted to sRGB (HEIC, CMYK and
+    wide-gamut photos included), as an RGB image."""
+    out = tempfile.mktemp(suffix=".png", dir=work)
+    subprocess.run(["vips", "thumbnail", path, out, str(width), "--height", str(height), "--export-profile", "srgb",
+                    *(["--crop", "centre"] if crop else [])], check=True, capture_output=True)
+    return Image.open(out).convert("RGB")
 
 
-def photo_thumb(path, height):
-    with Image.open(path) as im:
-        im = ImageOps.exif_transpose(im).convert("RGB")
-        w, h = im.size
-        return im.resize((max(1, round(w * height / h)), height), Image.LANCZOS)
+def reference_square(path, side, work):
+    """The photo's upright centre square at `side` px, sRGB."""
+    return vips_thumbnail(path, side, side, work, crop=True)
+
+
+def photo_thumb(path, height, work):
+    return vips_thumbnail(path, 4 * height, height, work, crop=False)
 
 
 def run(binary, photo, style, work):
@@ -67,12 +69,12 @@ def main():
     for photo in args.photos:
         outputs = {s: run(args.snapthumb, photo, s, work) for s in styles}
         grid = np.asarray(outputs[styles[0]]["pixel25"]).shape[0]
-        average = pixel_measures.box_average(np.asarray(reference_square(photo, 4 * grid)), grid)
+        average = pixel_measures.box_average(np.asarray(reference_square(photo, 4 * grid, work)), grid)
         for s in styles:
             m = pixel_measures.measures(np.asarray(outputs[s]["pixel25"]), average)
             scores[s].append(m)
             print(f"{os.path.basename(photo)}\t{s}\t{pixel_measures.format_row(m)}", file=sys.stderr)
-        tiles = [("photo", photo_thumb(photo, 100)), ("square100", outputs[styles[0]]["square100"])]
+        tiles = [("photo", photo_thumb(photo, 100, work)), ("square100", outputs[styles[0]]["square100"])]
         tiles += [(s, outputs[s]["pixel100"]) for s in styles]
         rows.append((os.path.basename(photo), tiles))
 

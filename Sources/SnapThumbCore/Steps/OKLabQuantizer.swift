@@ -17,7 +17,8 @@ enum OKLabQuantizer {
             palette = fixed
             if colours < fixed.count {
                 // Keep the fixed colours the image uses most.
-                let usage = Quantizer.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered), count: fixed.count)
+                let usage = Quantizer.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered,
+                                                    lightnessWeight: fixedLightnessWeight), count: fixed.count)
                 let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
                 palette = keep.sorted().map { fixed[$0] }
             }
@@ -26,7 +27,8 @@ enum OKLabQuantizer {
         }
         // A stable order: darkest first (as the soft style).
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
-        let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered)
+        let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
+                          lightnessWeight: choice.fixedColours == nil ? 1 : fixedLightnessWeight)
         return Quantizer.compacted(width: width, height: height, palette: palette, indices: indices)
     }
 
@@ -36,11 +38,21 @@ enum OKLabQuantizer {
     /// lightnesses of a 16-colour palette, so that a tone between two colours becomes a pattern.
     static let ditherStrength = 0.06
 
-    /// Nearest palette colour per pixel in OKLab, with the optional ordered dither.
-    static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool) -> [UInt8] {
-        lab.indices.map { i in
+    /// A fixed palette's lightness differences count this much against hue and chroma. A
+    /// fixed palette has few colours far apart; by plain OKLab distance a muted skin tone
+    /// (#E0AC90) is nearest PICO-8's light grey, a colour without its hue. With lightness
+    /// weighted 0.7 it maps to the peach (#FFCCAA), and olive to green rather than grey.
+    static let fixedLightnessWeight = 0.7
+
+    /// Nearest palette colour per pixel in OKLab (lightness differences weighted by
+    /// `lightnessWeight`), with the optional ordered dither.
+    static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1) -> [UInt8] {
+        let w = lightnessWeight
+        let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
+        return lab.indices.map { i in
             var c = lab[i]
             if ordered { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+            c.l *= w
             var best = 0, bestDistance = Double.infinity
             for (j, p) in palette.enumerated() {
                 let d = c.distanceSquared(p)
