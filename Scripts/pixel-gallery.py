@@ -4,7 +4,8 @@
 For every photo: the photo (fitted to 100 px high), square100, and pixel100 in each style,
 side by side, one row per photo; one PNG contact sheet per --per-sheet photos. Then a
 Markdown table of the pixel-art measures (Benchmarks/quality/pixel_measures.py) per style:
-each style's pixel25 against the box average of the photo's centre square.
+each style's pixel25 against the box average of SnapThumb's square of the photo (square100
+without a budget: quality 100, 4:4:4), as PixelStyleTests measures it.
 
 Usage (from the repository root; the venv comes from Scripts/setup-quality.sh):
   Benchmarks/quality/.venv/bin/python Scripts/pixel-gallery.py --snapthumb .build/release/snapthumb \\
@@ -37,9 +38,15 @@ def vips_thumbnail(path, width, height, work, crop):
     return Image.open(out).convert("RGB")
 
 
-def reference_square(path, side, work):
-    """The photo's upright centre square at `side` px, sRGB."""
-    return vips_thumbnail(path, side, side, work, crop=True)
+def reference_square(binary, path, work):
+    """SnapThumb's own square of the photo, nearly lossless: square100 at `--budget none` is a
+    quality-100 4:4:4 JPEG of the very pixels the grid is made from (another resampler's
+    square would add its own differences to the drift)."""
+    store = tempfile.mkdtemp(dir=work)
+    out = subprocess.run([binary, "process", path, "--store", store, "--budget", "none", "--pixel-style", "soft"],
+                         capture_output=True, text=True, check=True)
+    variant = json.loads(out.stdout.splitlines()[0])["variants"]["square100"]
+    return Image.open(os.path.join(store, variant["path"])).convert("RGB")
 
 
 def photo_thumb(path, height, work):
@@ -69,7 +76,7 @@ def main():
     for photo in args.photos:
         outputs = {s: run(args.snapthumb, photo, s, work) for s in styles}
         grid = np.asarray(outputs[styles[0]]["pixel25"]).shape[0]
-        average = pixel_measures.box_average(np.asarray(reference_square(photo, 4 * grid, work)), grid)
+        average = pixel_measures.box_average(np.asarray(reference_square(args.snapthumb, photo, work)), grid)
         for s in styles:
             m = pixel_measures.measures(np.asarray(outputs[s]["pixel25"]), average)
             scores[s].append(m)
@@ -100,7 +107,7 @@ def main():
             sheet.save(path, optimize=True)
             print(f"wrote {path} ({os.path.getsize(path)} B)", file=sys.stderr)
 
-    print(f"{len(args.photos)} photos; each style's pixel25 against the box average of the same centre square (OKLab):\n")
+    print(f"{len(args.photos)} photos; each style's pixel25 against the box average of the same square (OKLab):\n")
     print("| style | chroma | lightness spread | neighbour contrast | colours | drift |")
     print("|---|---:|---:|---:|---:|---:|")
     for s in styles:

@@ -27,7 +27,8 @@ within each budget and is scored against the reference with SSIMULACRA2 (PyPI
 
 Beside the SSIMULACRA2 table it prints the pixel-art measures of each style in
 --pixel-styles (default drawn,soft,retro; empty for none): each style's pixel25
-against the plain box average of the reference square (pixel_measures.py).
+against the plain box average of SnapThumb's own square (square100 at --budget none,
+quality 100; pixel_measures.py).
 
 Prints a Markdown table (mean per budget) and writes per-image rows as TSV.
 Run through Benchmarks/quality/run.sh, which prepares the venv.
@@ -118,9 +119,10 @@ def avifenc_fit(ref_png, budget, workdir):
     return best if best is not None else enc(63)
 
 
-def pixel_scores(binary, files, keys, styles, side, workdir):
-    """{style: [measures per photo]} of each style's pixel25 against the box average of the reference."""
+def pixel_scores(binary, files, keys, styles, workdir):
+    """{style: [measures per photo]} of each style's pixel25 against the box average of SnapThumb's square."""
     scores = {}
+    squares = snapthumb_square_pixels(binary, files, workdir)
     for style in styles:
         store = tempfile.mkdtemp(dir=workdir)
         out = subprocess.run([binary, "process", *files, "--store", store, "--pixel-style", style],
@@ -131,14 +133,25 @@ def pixel_scores(binary, files, keys, styles, side, workdir):
             variant = manifest["variants"]["pixel25"]
             grids[manifest["key"]] = np.asarray(Image.open(os.path.join(store, variant["path"])).convert("RGB"))
         rows = []
-        for f, k in zip(files, keys):
-            if k not in grids:
-                continue
-            grid = grids[k].shape[0]
-            square = np.asarray(reference(f, 4 * grid) if 4 * grid != side else Image.open(os.path.join(workdir, k + ".ref.png")).convert("RGB"))
-            rows.append(pixel_measures.measures(grids[k], pixel_measures.box_average(square, grid)))
+        for k in keys:
+            if k in grids and k in squares:
+                rows.append(pixel_measures.measures(grids[k], pixel_measures.box_average(squares[k], grids[k].shape[0])))
         scores[style] = rows
     return scores
+
+
+def snapthumb_square_pixels(binary, files, workdir):
+    """{key: SnapThumb's own square}: square100 at --budget none is a quality-100 4:4:4 JPEG of the
+    pixels the grid is made from (the Pillow reference would add its resampler's differences)."""
+    store = tempfile.mkdtemp(dir=workdir)
+    out = subprocess.run([binary, "process", *files, "--store", store, "--budget", "none", "--pixel-style", "soft"],
+                         capture_output=True, text=True, check=False)
+    squares = {}
+    for line in out.stdout.splitlines():
+        manifest = json.loads(line)
+        path = os.path.join(store, manifest["variants"]["square100"]["path"])
+        squares[manifest["key"]] = np.asarray(Image.open(path).convert("RGB"))
+    return squares
 
 
 def as_png(path):
@@ -258,8 +271,8 @@ def main():
 
     styles = [s for s in args.pixel_styles.split(",") if s]
     if styles:
-        scores = pixel_scores(args.snapthumb, files, keys, styles, args.side, work)
-        print("\nPixel art, each style's pixel25 against the box average of the reference square (OKLab): "
+        scores = pixel_scores(args.snapthumb, files, keys, styles, work)
+        print("\nPixel art, each style's pixel25 against the box average of SnapThumb's square (OKLab): "
               "chroma / lightness spread / neighbour contrast / colours / drift (targets for the default: "
               ">= 1.15 / 1.10 / 1.20 / 12, <= 0.06):\n")
         print("| style | pixel art |")

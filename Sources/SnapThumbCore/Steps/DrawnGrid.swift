@@ -28,7 +28,7 @@ enum DrawnGrid {
         static func of(_ style: Settings.PixelStyle) -> Lift? {
             switch style {
             case .soft: return nil
-            case .drawn: return Lift(lightness: 1.06, local: 0.3, chroma: 1.45, outline: 0.15)
+            case .drawn: return Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
             case .retro: return Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
             }
         }
