@@ -104,7 +104,7 @@ public struct OKLab: Sendable, Equatable {
         out.reserveCapacity(image.count * 3)
         for c in image {
             let colour = c.colour
-            out += [colour.red, colour.green, colour.blue]
+            out.append(colour.red); out.append(colour.green); out.append(colour.blue)
         }
         return out
     }
