@@ -85,9 +85,11 @@ public struct Settings: Sendable, Equatable, Codable {
         /// (`square100-avif`, `square100-heic`); nil (the default): none.
         public var modern: HEIF.Codec? = nil
         /// libvips' heifsave effort for it, 0–9 (libaom speed 9 − effort), chosen from
-        /// measured quality and time (docs/performance.md: Modern variant).
+        /// measured quality and time (docs/performance.md: Modern variant). 4 (libaom speed 5)
+        /// is the lowest effort whose squares score at least `avifenc` speed 6's at every
+        /// budget (issue 29); 1 is about ten times cheaper and about 2 points lower.
         public var modernEffort = Settings.SquareSettings.defaultModernEffort
-        public static let defaultModernEffort = 1
+        public static let defaultModernEffort = 4
         public init() {}
     }
 
