@@ -91,7 +91,9 @@ public struct Variant: Sendable, Equatable, Codable {
 /// version and the library versions. Equal digests mean equal outputs for equal input.
 public struct Recipe: Sendable, Equatable, Codable {
     /// Bump when the pipeline changes its output for the same settings.
-    public static let pipelineVersion = 4
+    /// 5: the `drawn` pixel-art style became the default (`soft` keeps version 4's bytes),
+    /// and the AVIF square's colour box says sRGB.
+    public static let pipelineVersion = 5
 
     public var digest: String
     public var version: Int
@@ -158,9 +160,10 @@ extension Settings.SquareSettings {
 }
 
 extension Settings.PixelSettings {
-    private enum Keys: String, CodingKey { case grid, colours, palette, dither, scale, budget, gridBudget }
+    private enum Keys: String, CodingKey { case style, grid, colours, palette, dither, scale, budget, gridBudget }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(style.rawValue, forKey: .style)
         try c.encode(grid, forKey: .grid)
         try c.encode(colours, forKey: .colours)
         try c.encode(palette, forKey: .palette)

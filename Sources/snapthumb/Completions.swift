@@ -11,6 +11,7 @@ enum Completions {
     static let onConflict = CompletionKind.list(ConflictPolicy.allCases.map(\.rawValue))
     static let chroma = CompletionKind.list(JPEG.Chroma.allCases.map(\.rawValue))
     static let modern = CompletionKind.list(HEIF.Codec.allCases.map(\.rawValue) + ["none"])
+    static let pixelStyle = CompletionKind.list(Settings.PixelStyle.allCases.map(\.rawValue))
     static let palette = CompletionKind.list(["adaptive"] + PaletteChoice.builtIn.keys.sorted())
     static let failOn = CompletionKind.list(Settings.FailOn.allCases.map(\.rawValue))
     static let logFormat = CompletionKind.list(LogFormat.allCases.map(\.rawValue))

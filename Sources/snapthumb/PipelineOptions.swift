@@ -46,6 +46,9 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("CPU effort of the --modern encoder, 0–9 (libaom speed 9 − effort; HEIC ignores it). [default: \(Settings.SquareSettings.defaultModernEffort)]", valueName: "0-9"))
     var modernEffort: String?
 
+    @Option(name: .long, help: ArgumentHelp("Pixel-art style: drawn (each cell's representative colour, contrast and chroma lifted, OKLab palette), soft (block means, the look before 0.10), retro (PICO-8 unless --palette names another fixed palette, ordered dither, outline). [default: drawn]", valueName: "drawn|soft|retro"), completion: Completions.pixelStyle)
+    var pixelStyle: String?
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
     var grid: String?
 
@@ -55,7 +58,7 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("adaptive (libimagequant), pico8, gameboy, mono, or a list like '#000000,#FFFFFF'. [default: adaptive]", valueName: "palette"), completion: Completions.palette)
     var palette: String?
 
-    @Flag(name: .long, inversion: .prefixedNo, help: "Floyd–Steinberg dithering in the pixel art. [default: off]")
+    @Flag(name: .long, inversion: .prefixedNo, help: "Dithering in the pixel art: ordered (Bayer) in the drawn and retro styles, Floyd–Steinberg in soft. [default: off]")
     var dither: Bool?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("pixel100 = pixel25 enlarged by this factor (nearest neighbour). [default: 4]", valueName: "n"))
@@ -142,6 +145,9 @@ struct PipelineOptions: ParsableArguments {
             }, show: { $0.square.modern?.rawValue ?? "none" }),
             Entry(flag: "modern-effort", key: "square.modernEffort", given: modernEffort, apply: count(0) { $0.square.modernEffort = $1 },
                   show: { "\($0.square.modernEffort)" }),
+            Entry(flag: "pixel-style", key: "pixel.style", given: pixelStyle, apply: { settings, text, source in
+                settings.pixel.style = try Settings.PixelStyle.parse(text, source: "\(source)")
+            }, show: { $0.pixel.style.rawValue }),
             Entry(flag: "grid", key: "pixel.grid", given: grid, apply: count(1) { $0.pixel.grid = $1 }, show: { "\($0.pixel.grid)" }),
             Entry(flag: "colours", key: "pixel.colours", given: colours, apply: count(1) { $0.pixel.colours = $1 }, show: { "\($0.pixel.colours)" }),
             Entry(flag: "palette", key: "pixel.palette", given: palette, apply: { settings, text, source in
