@@ -20,7 +20,7 @@ Servers that misbehave in other ways, on request:
   --empty-get TEXT       a 200 answer to a GET whose path contains TEXT loses its body
                          (Content-Length: 0), as from a broken cache
   --garble-get TEXT      with probability --garble-rate, a 200 answer to a GET whose path
-                         contains TEXT is damaged: a byte flipped (same length), or every
+                         contains TEXT is damaged: a byte flipped (a random one, same length), or every
                          other time cut in half and sent chunked under its original
                          Content-Length (a length that no longer matches); --garble-mode
                          flip or cut does only the one
@@ -181,7 +181,8 @@ class Handler(socketserver.StreamRequestHandler):
                             stats["garbled"] += 1
                             n = stats["garbled"]
                         if args.garble_mode == "flip" or args.garble_mode == "both" and n % 2 == 1:
-                            i = len(a_body) // 2
+                            # Somewhere else each time, as transfer damage would be.
+                            i = min(len(a_body) - 1, int(self.server.random() * len(a_body)))
                             a_body = a_body[:i] + bytes([a_body[i] ^ 0x01]) + a_body[i + 1:]
                         else:
                             chunked = True
