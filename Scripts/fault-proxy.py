@@ -89,16 +89,16 @@ def read_message(reader, request_method=None, is_response=False):
         while True:
             size_line = reader.readline()
             size = int(size_line.split(b";")[0].strip(), 16)
-            data = reader.read(size + 2)
-            chunks.append(size_line + data)
+            chunks.append(size_line)
             if size == 0:
-                # trailers until blank line
+                # trailers, if any, then the blank line that ends the message
                 while True:
                     t = reader.readline()
                     chunks.append(t)
                     if t in (b"\r\n", b"\n", b""):
                         break
                 break
+            chunks.append(reader.read(size + 2))
         body = b"".join(chunks)
     elif "content-length" in fields:
         body = reader.read(int(fields["content-length"]))
