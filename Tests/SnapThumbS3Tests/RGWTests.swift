@@ -40,3 +40,46 @@ struct RGWTests {
         #expect(try client.get("x")?.body == Data([1]))
     }
 }
+
+/// Your own S3-compatible server (MinIO, Garage, SeaweedFS, a port forwarded to a
+/// remote one), on loopback: the same checks as against RGW, under a new prefix of
+/// an existing bucket. Set SNAPTHUMB_TEST_S3_ENDPOINT (http://127.0.0.1:PORT),
+/// SNAPTHUMB_TEST_S3_BUCKET, SNAPTHUMB_TEST_S3_ACCESS_KEY_ID and
+/// SNAPTHUMB_TEST_S3_SECRET_ACCESS_KEY (docs/bucket.md: Tests).
+final class OwnS3: S3Server, @unchecked Sendable {
+    let name = "your endpoint"
+    let endpoint: String
+    let port: Int
+    let accessKeyID: String
+    let secretAccessKey: String
+    let bucket: String
+
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+    static var configured: Bool { environment["SNAPTHUMB_TEST_S3_ENDPOINT"] != nil }
+
+    init() throws {
+        let env = Self.environment
+        guard let endpoint = env["SNAPTHUMB_TEST_S3_ENDPOINT"], let url = URLComponents(string: endpoint), let port = url.port,
+              ["127.0.0.1", "localhost"].contains(url.host ?? ""),
+              let bucket = env["SNAPTHUMB_TEST_S3_BUCKET"], let key = env["SNAPTHUMB_TEST_S3_ACCESS_KEY_ID"],
+              let secret = env["SNAPTHUMB_TEST_S3_SECRET_ACCESS_KEY"] else {
+            throw SnapError(.config, "set SNAPTHUMB_TEST_S3_ENDPOINT (http://127.0.0.1:PORT: the tests connect only to loopback), SNAPTHUMB_TEST_S3_BUCKET, SNAPTHUMB_TEST_S3_ACCESS_KEY_ID and SNAPTHUMB_TEST_S3_SECRET_ACCESS_KEY")
+        }
+        (self.endpoint, self.port, self.bucket, accessKeyID, secretAccessKey) = (endpoint, port, bucket, key, secret)
+    }
+}
+
+@Suite("Your S3 endpoint", .serialized, .enabled(if: OwnS3.configured))
+struct OwnEndpointTests {
+    @Test("first write, rerun (no PUT), re-derive, conflict, replace, verify; PUTs once; User-Agent")
+    func publishCycle() throws {
+        let server = try OwnS3()
+        try S3Scenarios.publishCycle(server, bucket: server.bucket, prefix: "snapthumb-test-\(UUID().uuidString.lowercased().prefix(8))")
+    }
+
+    @Test("watch, kill -9 mid-batch, restart: every upload published once, verify clean")
+    func watchKillAndRestart() throws {
+        let server = try OwnS3()
+        try S3WatchTests.killAndRestart(server, bucket: server.bucket, prefix: "snapthumb-test-\(UUID().uuidString.lowercased().prefix(8))")
+    }
+}

@@ -16,18 +16,18 @@ enum S3Scenarios {
     /// through a proxy that counts requests: a fresh backfill PUTs each object once
     /// (at most one PUT more per worker), a rerun PUTs nothing, every request says
     /// `snapthumb/<version>`.
-    static func publishCycle(_ server: any S3Server, bucket: String) throws {
+    static func publishCycle(_ server: any S3Server, bucket: String, prefix c: String = "c") throws {
         let proxy = try FaultProxy(upstreamPort: server.port)
         let env = server.environment(endpoint: proxy.endpoint)
         let tree = try S3CommandLineTests.uploadsTree()
         defer { try? FileManager.default.removeItem(atPath: tree) }
-        let store = "s3://\(bucket)/c"
+        let store = "s3://\(bucket)/\(c)"
         let client = try server.client(bucket: bucket)
 
         let fresh = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
         #expect(fresh.status == 0 && fresh.stderr.contains("6 processed"), "\(server.name): \(fresh.stderr)")
-        let objects = try client.list(prefix: "c/")
-        #expect(objects.filter { $0.key.hasPrefix("c/manifests/") }.count == 6)
+        let objects = try client.list(prefix: "\(c)/")
+        #expect(objects.filter { $0.key.hasPrefix("\(c)/manifests/") }.count == 6)
         let freshPuts = proxy.stats.putCount
         #expect(freshPuts <= objects.count + 2, "\(server.name): \(freshPuts) PUTs for \(objects.count) objects: \(proxy.stats.puts.filter { $0.value > 1 })")
 
@@ -36,11 +36,11 @@ enum S3Scenarios {
         #expect(proxy.stats.putCount == freshPuts, "\(server.name): a rerun wrote")
 
         // A new recipe re-derives every key: its manifest is replaced (If-Match on the version read).
-        let before = try #require(try manifest(server, bucket, "c", "u0/grey.jpg"))
+        let before = try #require(try manifest(server, bucket, c, "u0/grey.jpg"))
         let rederive = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2", "--budget", "3000"], environment: env)
         #expect(rederive.status == 0 && rederive.stderr.contains("6 processed"), "\(server.name): \(rederive.stderr)")
         #expect(!rederive.stderr.contains("kept changing") && !rederive.stderr.contains("refuses"))
-        let after = try #require(try manifest(server, bucket, "c", "u0/grey.jpg"))
+        let after = try #require(try manifest(server, bucket, c, "u0/grey.jpg"))
         #expect(after.source.digest == before.source.digest && after.recipe.digest != before.recipe.digest)
         #expect(after.variants["square100"]?.budget == 3000)
 
@@ -49,15 +49,15 @@ enum S3Scenarios {
         defer { try? FileManager.default.removeItem(atPath: other) }
         try FileManager.default.copyItem(atPath: "\(samples)/grey.jpg", toPath: "\(other)/k.jpg")
         #expect(try CLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env).status == 0)
-        let first = try #require(try manifest(server, bucket, "c", "k.jpg"))
+        let first = try #require(try manifest(server, bucket, c, "k.jpg"))
         try FileManager.default.removeItem(atPath: "\(other)/k.jpg")
         try FileManager.default.copyItem(atPath: "\(samples)/phone-portrait.jpg", toPath: "\(other)/k.jpg")
         let conflict = try CLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env)
         #expect(conflict.status == 1 && conflict.stderr.contains(": conflict: "), "\(server.name): \(conflict.stderr)")
-        #expect(try manifest(server, bucket, "c", "k.jpg") == first)
+        #expect(try manifest(server, bucket, c, "k.jpg") == first)
         let replace = try CLI.run(["process", "\(other)/k.jpg", "--store", store, "--on-conflict", "replace"], environment: env)
         #expect(replace.status == 0 && replace.stderr.contains("replaced: k.jpg"), "\(server.name): \(replace.stderr)")
-        let replaced = try #require(try manifest(server, bucket, "c", "k.jpg"))
+        let replaced = try #require(try manifest(server, bucket, c, "k.jpg"))
         #expect(replaced.source.digest != first.source.digest)
         #expect(try Manifest.decode(Data(replace.stdout.utf8)) == replaced)
 

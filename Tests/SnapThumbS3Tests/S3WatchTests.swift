@@ -66,14 +66,14 @@ struct S3WatchTests {
     }
 
     /// The kill -9 check, against any server.
-    static func killAndRestart(_ server: any S3Server, bucket: String) throws {
+    static func killAndRestart(_ server: any S3Server, bucket: String, prefix: String = "w") throws {
         // A 30 ms round trip keeps uploads in flight long enough to be killed mid-batch.
         let proxy = try FaultProxy(upstreamPort: server.port, latencyMs: 30)
         let env = server.environment(endpoint: proxy.endpoint)
         let uploads = try Uploads()
         let count = 24
         for i in 0 ..< count { try uploads.drop("u\(i).\(i % 4 == 2 ? "png" : "jpg")", from: Self.samples[i % 4]) }
-        let store = "s3://\(bucket)/w"
+        let store = "s3://\(bucket)/\(prefix)"
         func manifestPuts() -> [String: Int] { proxy.stats.puts_ok.filter { $0.key.contains("/manifests/") } }
 
         let first = try uploads.start(store: store, environment: env, log: uploads.root + "/w0.log")
