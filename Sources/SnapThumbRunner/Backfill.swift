@@ -182,8 +182,12 @@ public struct Backfill: Sendable {
         // A bucket proves that it refuses overwrites under the create-only header
         // before anything is published, here and once, when there is something new
         // to publish (the workers are told); a rerun with nothing new writes
-        // nothing, and a worker that re-derives proves it itself, once.
-        if files.contains(where: \.manifestAbsent) { try store.proveConditionalWrites() }
+        // nothing, and a worker that re-derives proves it itself, once. A store that
+        // cannot be reached now is not a verdict: the workers try again, and their
+        // uploads fail as `store` (transient) if it stays so.
+        if files.contains(where: \.manifestAbsent) {
+            do { try store.proveConditionalWrites() } catch let error as SnapError where error.code.isTransient {}
+        }
         let start = Date()
         let tally = Tally()
         let ticker = Ticker(interval: interval) {

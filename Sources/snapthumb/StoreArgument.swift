@@ -43,9 +43,13 @@ enum StoreArgument {
 
 extension StoreArgument {
     /// The store's create-only proof, before anything is claimed: a bucket that
-    /// accepts an overwrite under the create-only header exits 2.
-    static func proveConditionalWrites(_ store: any StoreBackend) throws {
-        do { try store.proveConditionalWrites() } catch let error as SnapError {
+    /// accepts an overwrite under the create-only header exits 2. One that cannot
+    /// be reached now is not a verdict: the workers prove it before they publish.
+    static func proveConditionalWrites(_ store: any StoreBackend, logger: Logger) throws {
+        do { try store.proveConditionalWrites() } catch let error as SnapError where error.code.isTransient {
+            logger.warning("cannot prove yet that the bucket refuses overwrites under the create-only header; each worker proves it before it publishes",
+                           metadata: ["snap.store": "\(store.location)", "snap.error": "\(error.message)"])
+        } catch let error as SnapError {
             let message = error.message.hasPrefix("s3://") ? error.message : "\(store.location): \(error.message)"
             printError("\(error.code.rawValue): \(message)")
             throw ExitCode(error.code == .config ? 2 : 1)

@@ -137,7 +137,7 @@ struct WatchCommand: AsyncParsableCommand {
         let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict,
                                            allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(try pipelineOptions.layers()), logger: logger)
         // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
-        try StoreArgument.proveConditionalWrites(store)
+        try StoreArgument.proveConditionalWrites(store, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
                                    notifier: ServiceNotifier(environment: ProcessInfo.processInfo.environment))
         let group = ServiceGroup(configuration: .init(
