@@ -164,7 +164,9 @@ class Handler(socketserver.StreamRequestHandler):
                 status = a_start.split()[1]
                 if method == "PUT" and status == b"412" and args.accept_overwrites and b"if-none-match" in names:
                     record(args, overwrites_accepted=1)
-                    a_start, a_headers, a_body = b"HTTP/1.1 200 OK\r\n", [b"Content-Length: 0\r\n"], b""
+                    # Upstream's other headers stay (its Connection: close above all: moto closes after an error).
+                    kept = [h for h in a_headers if not h.lower().startswith((b"content-length:", b"content-type:"))]
+                    a_start, a_headers, a_body = b"HTTP/1.1 200 OK\r\n", kept + [b"Content-Length: 0\r\n"], b""
                     status = b"200"
                 if method == "PUT" and status.startswith(b"2"):
                     record(args, put_ok=path)
