@@ -16,8 +16,14 @@ public struct Manifest: Sendable, Equatable, Codable {
     /// The SnapThumb that wrote this manifest (absent in manifests from before 0.9.0).
     public var producer: Producer? = Producer.current
 
-    /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`.
+    /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`
+    /// (JSONEncoder's bytes with those options, written directly: `ManifestJSON`).
     public func json(pretty: Bool = false) -> Data {
+        Data(ManifestJSON.bytes(self, pretty: pretty))
+    }
+
+    /// The same bytes through JSONEncoder: the definition `json(pretty:)` is tested against.
+    public func encoderJSON(pretty: Bool = false) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
         // Encoding plain structs of strings and numbers cannot fail.

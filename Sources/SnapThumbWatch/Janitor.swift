@@ -35,7 +35,7 @@ struct Janitor: Sendable {
         let cutoff = wallNow() - retention
         try? FileOps.forEachName(in: directory) { name in
             let path = "\(directory)/\(name)"
-            if !name.hasPrefix("."), let status = FileOps.status(path), status.isRegular, status.ctime < cutoff {
+            if !PathBytes.isHidden(name), let status = FileOps.status(path), status.isRegular, status.ctime < cutoff {
                 if unlink(path) == 0 { expired += 1 }
             }
             return true

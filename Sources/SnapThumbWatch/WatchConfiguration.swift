@@ -152,7 +152,7 @@ public struct WatchConfiguration: Sendable {
         try duration("metrics-interval", into: \.metricsInterval)
 
         if let (text, source) = lookup(key("worker-id")) {
-            guard !text.isEmpty, !text.hasPrefix("."), !text.contains("/"), text.utf8.count <= 200 else {
+            guard !text.isEmpty, !PathBytes.isHidden(text), !text.contains("/"), text.utf8.count <= 200 else {
                 throw WatchConfigError("\(source) must be a non-empty name without '/' that does not start with '.' (got '\(text)')")
             }
             c.workerID = text

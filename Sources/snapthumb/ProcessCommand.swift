@@ -49,7 +49,7 @@ struct ProcessCommand: ParsableCommand {
         for file in files {
             if interruption.signal != nil { break }
             do {
-                let key = (file as NSString).lastPathComponent
+                let key = PathBytes.lastComponent(file)
                 let upload = try pipeline.process(file: file, key: key)
                 switch try store.commit(upload) {
                 case .created: break

@@ -32,7 +32,7 @@ struct SnapThumb: ParsableCommand {
         """,
         version: SnapThumbVersion.current,
         subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self,
-                      ConfigCommand.self, VersionCommand.self, WorkerCommand.self]
+                      ConfigCommand.self, VersionCommand.self, WorkerCommand.self, DecodeFloorCommand.self]
     )
 }
 

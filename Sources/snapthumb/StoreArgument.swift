@@ -34,7 +34,7 @@ enum StoreArgument {
             return store
         } catch let error as SnapError {
             // Messages from the bucket backend already start with the store's URL.
-            let message = error.message.hasPrefix("s3://") ? error.message : "\(argument): \(error.message)"
+            let message = error.message.hasPrefix("s3://") ? error.message : "\(RedactedURL.text(argument)): \(error.message)"
             printError("\(error.code.rawValue): \(message)")
             throw ExitCode(error.code == .config ? 2 : 1)
         }
