@@ -196,7 +196,8 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         // version that did not change is the server's answer to the condition.
         var refused: (version: String, tried: [String])?
         var versions = 0
-        while true {
+        // Each version gets at most two tries and a vanished manifest another create: bounded all the same.
+        for _ in 0 ..< 12 {
             let created = try client.put(key, body: bytes, contentType: "application/json", createOnly: true)
             if created.status != 412 {
                 locked { _ = knownManifests?.insert(manifest.key) }
@@ -254,6 +255,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
             }
             if replaced.status != 412 { return outcome }
         }
+        throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" kept appearing and vanishing while being published (another writer); try again")
     }
 
     /// The server refused every spelling of the condition for a version that did
