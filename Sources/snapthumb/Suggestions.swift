@@ -46,7 +46,7 @@ enum Suggestions {
     /// Every SNAPTHUMB_* name SnapThumb reads: one per long flag of every subcommand (read from
     /// their help, so a new flag is known without another list), and the bucket settings.
     static var environmentNames: Set<String> {
-        var names: Set<String> = ["SNAPTHUMB_S3_PATH_STYLE", "SNAPTHUMB_S3_PROVIDER", "SNAPTHUMB_REQUIRE_MOTO"]
+        var names: Set<String> = ["SNAPTHUMB_S3_PATH_STYLE", "SNAPTHUMB_S3_PROVIDER"]
         for command in SnapThumb.configuration.subcommands {
             let help = SnapThumb.helpMessage(for: command, columns: 10_000)
             for match in help.matches(of: /--([a-z][a-z0-9-]*)/) {
@@ -69,7 +69,10 @@ enum Suggestions {
 
     /// A warning for each SNAPTHUMB_* variable that no setting reads (a typo is otherwise silently ignored).
     static func unknownEnvironment(_ environment: [String: String]) -> [String] {
-        let unknown = environment.keys.filter { $0.hasPrefix("SNAPTHUMB_") && !common.contains($0) }.sorted()
+        // SNAPTHUMB_TEST_* and SNAPTHUMB_REQUIRE_* belong to the test suite (Scripts/test.sh sets them for every process).
+        let unknown = environment.keys.filter {
+            $0.hasPrefix("SNAPTHUMB_") && !common.contains($0) && !$0.hasPrefix("SNAPTHUMB_TEST_") && !$0.hasPrefix("SNAPTHUMB_REQUIRE_")
+        }.sorted()
         guard !unknown.isEmpty else { return [] }
         let known = environmentNames
         return unknown.filter { !known.contains($0) }.map { name in

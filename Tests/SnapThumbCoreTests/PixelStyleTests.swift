@@ -128,8 +128,9 @@ struct PixelStyleTests {
         func shown(_ args: [String], _ env: [String: String] = [:]) throws -> [String: String]? {
             let run = try CLI.run(["config", "--json"] + args, environment: env)
             #expect(run.status == 0, "\(run.stderr)")
-            let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: [String: String]]
-            return object?["pipeline.pixel.style"]
+            // config --json writes numbers and booleans as such: read the one entry as strings.
+            let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: [String: Any]]
+            return object?["pipeline.pixel.style"]?.compactMapValues { $0 as? String }
         }
         #expect(try shown([]) == ["value": "drawn", "source": "default"])
         #expect(try shown(["--config", config]) == ["value": "retro", "source": "pipeline.pixel.style in \(config)"])
