@@ -31,7 +31,7 @@ struct SnapThumb: ParsableCommand {
           snapthumb watch /srv/uploads --store ./store
         """,
         version: SnapThumbVersion.current,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self,
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, ConsumeCommand.self, BenchCommand.self,
                       ConfigCommand.self, VersionCommand.self, WorkerCommand.self]
     )
 }
