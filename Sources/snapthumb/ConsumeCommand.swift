@@ -120,13 +120,10 @@ struct ConsumeCommand: AsyncParsableCommand {
         return r
     }
 
-    /// A start-up check failed: one sentence on stderr, exit 2.
-    private func startupFailure(_ error: any Error) -> ExitCode {
-        if let error = error as? SnapError {
-            printError("consume: \(error.message)")
-        } else {
-            printError("consume: \(describe(error))")
-        }
+    /// A start-up check failed: one sentence on stderr naming what was checked, exit 2.
+    private func startupFailure(_ what: String, _ error: any Error) -> ExitCode {
+        let message = (error as? SnapError)?.message ?? describe(error)
+        printError("consume: \(what): \(message)")
         return ExitCode(2)
     }
 
@@ -160,7 +157,7 @@ struct ConsumeCommand: AsyncParsableCommand {
                 deadLetters = SQSDeadLetters(client: client, queueURL: deadLetterURL)
             }
         } catch {
-            throw startupFailure(error)
+            throw startupFailure("the queue", error)
         }
         let sources: S3Sources
         let scope: SourceScope
@@ -169,7 +166,7 @@ struct ConsumeCommand: AsyncParsableCommand {
             try sources.client.checkAccess()
             scope = SourceScope(bucket: sources.client.configuration.bucket, prefix: sources.client.configuration.prefix)
         } catch {
-            throw startupFailure(error)
+            throw startupFailure("--source (where uploads are read)", error)
         }
         let store: any StoreBackend
         do {
@@ -178,7 +175,7 @@ struct ConsumeCommand: AsyncParsableCommand {
                 throw SnapError(.config, "\(directory): the store is not writable by this user")
             }
         } catch {
-            throw startupFailure(error)
+            throw startupFailure("--store", error)
         }
         if deadLetters == nil {
             logger.warning("no dead-letter queue (no redrive policy, no --dead-letter-queue): refused uploads are only logged")
