@@ -368,7 +368,10 @@ final class QueueSource: JobSource, @unchecked Sendable {
         }
         condition.broadcast()
         condition.unlock()
-        cancellation.cancel()
+        // A receive whose answer is already on its way would lose that answer to a cancel (its
+        // messages stay hidden for a whole visibility timeout): give it a moment to land (it is
+        // then released); a long poll that is merely waiting is cancelled after that.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [cancellation] in cancellation.cancel() }
         for message in settled { settle(message) }
     }
 
