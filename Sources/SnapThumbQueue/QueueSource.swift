@@ -148,7 +148,7 @@ final class QueueSource: JobSource, @unchecked Sendable {
     }
 
     /// Turns one message into jobs, or settles it at once when it has none.
-    private func admit(_ message: QueueMessage) {
+    func admit(_ message: QueueMessage) {
         metrics.received.increment()
         if let deliveries = message.deliveries, deliveries > 1 { metrics.redeliveries.increment() }
         if let sentAt = message.sentAt { metrics.saw(age: max(0, wallNow() - sentAt)) }
