@@ -167,6 +167,40 @@ struct ConsumeTests {
         #expect((first.log + second.log).contains("there is no dead-letter queue"), "\(first.log)\(second.log)")
     }
 
+    @Test("work that outlasts half the visibility timeout extends it: jobs of several 1 s leases each (the bucket behind a slow proxy), no message is delivered twice")
+    func leasesExtended() throws {
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let (queue, _) = try moto.makeQueue(uniqueName("lease"), visibility: 1)
+        try moto.notify(bucket: uploads, queueURL: queue)
+        let client = try moto.client(bucket: uploads)
+        let keys = (0..<4).map { "slow \($0).jpg" }
+        for (i, key) in keys.enumerated() {
+            _ = try client.put(key, body: [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(Self.good[i % 6])")))), contentType: "image/jpeg")
+        }
+        // Every bucket request takes 700 ms: a job (read the source, look for its manifest, write
+        // blobs and the manifest) takes several leases. The queue itself is reached directly.
+        let proxy = try FaultProxy(upstreamPort: moto.port, latencyMs: 700)
+        let metrics = Repo.tempDirectory() + "/lease.prom"
+        // One worker holding 3 messages: without extensions, held messages would come back to it
+        // (or to anyone) as soon as it asks for more.
+        let daemon = try Self.consume(moto, queue: queue, source: "s3://\(uploads)/", store: "s3://\(thumbs)/t",
+                                      extra: ["--jobs", "1", "--metrics-file", metrics, "--metrics-interval", "200ms"],
+                                      env: ["AWS_ENDPOINT_URL_S3": proxy.endpoint])
+        #expect(try eventually(within: 120, every: 0.5) {
+            let (visible, hidden) = try moto.depth(queue)
+            let published = try Self.manifestKeys(moto, bucket: thumbs, prefix: "t/").count
+            return visible == 0 && hidden == 0 && published == keys.count
+        }, "\(daemon.log)")
+        #expect(daemon.terminate() == 0)
+        let log = daemon.log
+        #expect(!log.contains("\"snap.result\":\"repeat\""), "a message came back while held: \(log)")
+        #expect(!log.contains("already holds"), "\(log)")
+        let text = try String(contentsOfFile: metrics, encoding: .utf8)
+        #expect(text.contains("snapthumb_consume_redeliveries_total 0"), "\(text)")
+        #expect(text.contains("snapthumb_consume_uploads_published_total 4"), "\(text)")
+    }
+
     @Test("start-up checks exit 2 with a sentence: refused signature, no such queue, no such bucket, no credentials, no --source")
     func startupChecks() throws {
         let (moto, uploads) = try Moto.withBucket()

@@ -65,13 +65,16 @@ public final class SQSClient: Sendable {
     /// `ReceiveMessage`: up to `maximum` (1-10) messages, waiting up to `wait` seconds.
     /// Each body is checked against the MD5 the queue sent with it; a message whose body
     /// does not match is left alone (it comes back after its visibility timeout).
-    public func receive(maximum: Int, wait: Double, cancellation: ReceiveCancellation) throws -> [QueueMessage] {
+    /// `visibility` hides what is received for that many seconds (nil: the queue's VisibilityTimeout).
+    public func receive(maximum: Int, wait: Double, visibility: Int? = nil, cancellation: ReceiveCancellation) throws -> [QueueMessage] {
         let waitSeconds = Int(max(0, min(Self.longPoll, wait)).rounded())
-        let answer = try call("ReceiveMessage", [
+        var parameters: [String: Any] = [
             "QueueUrl": configuration.queueURL, "MaxNumberOfMessages": max(1, min(10, maximum)), "WaitTimeSeconds": waitSeconds,
             "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
             "AttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
-        ], timeout: Double(waitSeconds) + 20, cancellation: cancellation)
+        ]
+        if let visibility { parameters["VisibilityTimeout"] = max(0, min(43_200, visibility)) }
+        let answer = try call("ReceiveMessage", parameters, timeout: Double(waitSeconds) + 20, cancellation: cancellation)
         var messages: [QueueMessage] = []
         for item in answer["Messages"] as? [[String: Any]] ?? [] {
             guard let id = item["MessageId"] as? String, let receipt = item["ReceiptHandle"] as? String,
@@ -271,7 +274,8 @@ public struct SQSQueue: MessageQueue {
     public var location: String { client.configuration.queueURL }
 
     public func receive(maximum: Int, wait: Double, cancellation: ReceiveCancellation) throws -> [QueueMessage] {
-        try client.receive(maximum: maximum, wait: wait, cancellation: cancellation)
+        // The lease this consumer extends by is the one the receive starts with (--visibility-timeout may differ from the queue's).
+        try client.receive(maximum: maximum, wait: wait, visibility: Int(leaseSeconds.rounded(.up)), cancellation: cancellation)
     }
 
     public func setLease(_ message: QueueMessage, seconds: Double) throws {
