@@ -1,12 +1,13 @@
 import Foundation
 import Prometheus
 import SnapThumbCore
+import Synchronization
 import VipsKit
 
 /// `consume`'s metrics, written as a Prometheus textfile for node_exporter exactly as
 /// `watch` writes its own (`MetricsTextfile`): HELP and TYPE on every family, base units,
 /// `promtool check metrics` clean.
-final class ConsumeMetrics: @unchecked Sendable {
+final class ConsumeMetrics: Sendable {
     private let registry: PrometheusCollectorRegistry
     let received: Counter
     let published: Counter
@@ -17,9 +18,9 @@ final class ConsumeMetrics: @unchecked Sendable {
     let inFlight: Gauge
     let oldestAge: Gauge
     private let heartbeat: Gauge
-    private let lock = NSLock()
-    private var refusedCounters: [String: Counter] = [:]
-    private var oldestSeen = 0.0
+    private let refusedCounters = Mutex<[String: Counter]>([:])
+    /// The oldest age seen since the last metrics write.
+    private let oldestSeen = Mutex(0.0)
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -42,29 +43,24 @@ final class ConsumeMetrics: @unchecked Sendable {
     func refused(_ code: String) { refusedCounter(code).increment() }
 
     private func refusedCounter(_ code: String) -> Counter {
-        lock.lock()
-        defer { lock.unlock() }
-        if let counter = refusedCounters[code] { return counter }
-        let counter = registry.makeCounter(
-            descriptor: Self.name("uploads_refused", "total", "Uploads refused with a code (sent to the dead-letter queue, or logged), by code."),
-            labels: [("code", code)])
-        refusedCounters[code] = counter
-        return counter
+        refusedCounters.withLock { counters in
+            if let counter = counters[code] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: Self.name("uploads_refused", "total", "Uploads refused with a code (sent to the dead-letter queue, or logged), by code."),
+                labels: [("code", code)])
+            counters[code] = counter
+            return counter
+        }
     }
 
     /// Notes a received message's age (seconds since it was sent).
     func saw(age: Double) {
-        lock.lock()
-        oldestSeen = max(oldestSeen, age)
-        lock.unlock()
+        oldestSeen.withLock { $0 = max($0, age) }
     }
 
     /// Before a metrics write: the heartbeat, the in-flight level, and the oldest age since the last write.
     func housekeep(inFlight count: Int, now: Double = Date().timeIntervalSince1970) {
-        lock.lock()
-        let oldest = oldestSeen
-        oldestSeen = 0
-        lock.unlock()
+        let oldest = oldestSeen.withLock { value in defer { value = 0 }; return value }
         heartbeat.set(to: now)
         inFlight.set(to: Double(count))
         oldestAge.set(to: oldest)

@@ -78,11 +78,15 @@ public final class ConsumeService: Service, Sendable {
 
         let pool = ProcessPool(executable: workerExecutable, arguments: workerArguments, jobs: config.jobs,
                                window: 2, deadline: config.imageTimeout, loneCrashRetries: 1)
+        // Whichever comes first ends the service: graceful shutdown, or the runner giving up
+        // (no worker process can be started): then holding messages would only delay them.
+        let (endings, ending) = AsyncStream<Ending>.makeStream()
         let runnerDone = DispatchGroup()
         runnerDone.enter()
         let runner = Thread {
             do { try pool.run(source) { source.conclude($0) } } catch {
                 logger.critical("cannot run worker processes", metadata: ["snap.error": "\(describe(error))"])
+                ending.yield(.runnerFailed(describe(error)))
             }
             runnerDone.leave()
         }
@@ -125,7 +129,13 @@ public final class ConsumeService: Service, Sendable {
             }
         }
 
-        try? await gracefulShutdown()
+        // An unstructured task inherits the service's task-locals, its graceful shutdown among them.
+        Task {
+            try? await gracefulShutdown()
+            ending.yield(.shutdown)
+        }
+        var why = Ending.shutdown
+        for await first in endings { why = first; break }
         notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
         logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
             "snap.in_flight": "\(source.count)", "snap.drain_s": "\(config.drainTimeout)"])
@@ -146,6 +156,12 @@ public final class ConsumeService: Service, Sendable {
         metrics.housekeep(inFlight: source.count)
         textfile?.write(logger: logger)
         logger.info("stopped", metadata: ["snap.worker": "\(config.workerID)"])
+        if case .runnerFailed(let reason) = why { throw SnapError(.internal, "cannot run worker processes: \(reason)") }
+    }
+
+    private enum Ending: Sendable {
+        case shutdown
+        case runnerFailed(String)
     }
 
     /// Waits for the group on a plain thread, so the cooperative pool is never blocked.

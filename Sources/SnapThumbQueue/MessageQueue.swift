@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import Synchronization
 
 /// One message as a queue delivered it. The same shape serves SQS (a receipt handle,
 /// `ApproximateReceiveCount`) and a Pub/Sub subscription (an ack id, `deliveryAttempt`,
@@ -29,36 +30,40 @@ public struct QueueMessage: Sendable, Equatable {
 }
 
 /// Lets a blocked receive (a 20 s long poll) return early at shutdown.
-public final class ReceiveCancellation: @unchecked Sendable {
-    private let lock = NSLock()
-    private var cancelled = false
-    private var handlers: [Int: @Sendable () -> Void] = [:]
-    private var next = 0
+public final class ReceiveCancellation: Sendable {
+    private struct State {
+        var cancelled = false
+        var handlers: [Int: @Sendable () -> Void] = [:]
+        var next = 0
+    }
+    private let state = Mutex(State())
 
     public init() {}
 
-    public var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Cancels, once: every registered handler runs.
     public func cancel() {
-        lock.lock()
-        guard !cancelled else { lock.unlock(); return }
-        cancelled = true
-        let all = Array(handlers.values)
-        handlers = [:]
-        lock.unlock()
+        let all: [@Sendable () -> Void] = state.withLock { state in
+            guard !state.cancelled else { return [] }
+            state.cancelled = true
+            defer { state.handlers = [:] }
+            return Array(state.handlers.values)
+        }
         for handler in all { handler() }
     }
 
     /// Runs `handler` on cancellation (at once if already cancelled) until `body` returns.
     public func whileRegistered<T>(_ handler: @escaping @Sendable () -> Void, _ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        if cancelled { lock.unlock(); handler(); return try body() }
-        let id = next
-        next += 1
-        handlers[id] = handler
-        lock.unlock()
-        defer { lock.lock(); handlers[id] = nil; lock.unlock() }
+        let id: Int? = state.withLock { state in
+            guard !state.cancelled else { return nil }
+            let id = state.next
+            state.next += 1
+            state.handlers[id] = handler
+            return id
+        }
+        guard let id else { handler(); return try body() }
+        defer { _ = state.withLock { $0.handlers.removeValue(forKey: id) } }
         return try body()
     }
 }

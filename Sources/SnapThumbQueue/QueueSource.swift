@@ -19,7 +19,7 @@ import SnapThumbWatch
 ///
 /// Messages held longer than half their lease get it extended. A message is deleted only
 /// after all of that: a worker killed with -9 loses nothing, its messages come back.
-final class QueueSource: JobSource, @unchecked Sendable {
+final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `condition`, which the runner waits on
     let queue: any MessageQueue
     let deadLetters: (any DeadLetterSink)?
     let scope: SourceScope

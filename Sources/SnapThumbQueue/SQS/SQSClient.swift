@@ -248,7 +248,7 @@ extension SQSConfiguration {
     fileprivate func queueURL(for parameter: Any?) -> String { parameter as? String ?? queueURL }
 }
 
-private final class AnswerBox: @unchecked Sendable {
+private final class AnswerBox: @unchecked Sendable {  // `result` is written before the semaphore signals, read after
     private let semaphore = DispatchSemaphore(value: 0)
     private var result: Result<(Int, Data), any Error>?
     func set(_ r: Result<(Int, Data), any Error>) {
