@@ -126,6 +126,8 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
             let room = min(10, capacity - held.count)
             condition.unlock()
             let messages: [QueueMessage]
+            // A lease starts when the queue hands the message out: count it from before asking.
+            let asked = wallNow()
             do {
                 messages = try queue.receive(maximum: room, wait: 20, cancellation: cancellation)
             } catch is QueueCancelled {
@@ -137,7 +139,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
                 pause(for: delay)
                 continue
             }
-            for message in messages { admit(message) }
+            for message in messages { admit(message, leaseFrom: max(asked, wallNow() - 20)) }
         }
     }
 
@@ -148,7 +150,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     }
 
     /// Turns one message into jobs, or settles it at once when it has none.
-    func admit(_ message: QueueMessage) {
+    func admit(_ message: QueueMessage, leaseFrom: Double = wallNow()) {
         metrics.received.increment()
         if let deliveries = message.deliveries, deliveries > 1 { metrics.redeliveries.increment() }
         if let sentAt = message.sentAt { metrics.saw(age: max(0, wallNow() - sentAt)) }
@@ -164,7 +166,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
         if var existing = held[message.id] {
             // Delivered again while this worker still holds it (its lease ran out): keep the newest receipt.
             existing.message = message
-            existing.leaseUntil = wallNow() + queue.leaseSeconds
+            existing.leaseUntil = leaseFrom + queue.leaseSeconds
             held[message.id] = existing
             condition.unlock()
             logger.debug("received a message this worker already holds; its work goes on", metadata: meta)
@@ -208,7 +210,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
             return
         }
         condition.lock()
-        held[message.id] = Held(message: message, pending: jobs.count, leaseUntil: wallNow() + queue.leaseSeconds)
+        held[message.id] = Held(message: message, pending: jobs.count, leaseUntil: leaseFrom + queue.leaseSeconds)
         ready.append(contentsOf: jobs)
         condition.broadcast()
         condition.unlock()

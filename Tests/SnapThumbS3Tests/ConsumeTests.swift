@@ -169,20 +169,20 @@ struct ConsumeTests {
         #expect((first.log + second.log).contains("there is no dead-letter queue"), "\(first.log)\(second.log)")
     }
 
-    @Test("work that outlasts half the visibility timeout extends it: jobs of several 1 s leases each (the bucket behind a slow proxy), no message is delivered twice")
+    @Test("work that outlasts half the visibility timeout extends it: jobs of several 2 s leases each (the bucket behind a slow proxy), no message is delivered twice")
     func leasesExtended() throws {
         let (moto, uploads) = try Moto.withBucket()
         let (_, thumbs) = try Moto.withBucket()
-        let (queue, _) = try moto.makeQueue(uniqueName("lease"), visibility: 1)
+        let (queue, _) = try moto.makeQueue(uniqueName("lease"), visibility: 2)
         try moto.notify(bucket: uploads, queueURL: queue)
         let client = try moto.client(bucket: uploads)
         let keys = (0..<4).map { "slow \($0).jpg" }
         for (i, key) in keys.enumerated() {
             _ = try client.put(key, body: [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(Self.good[i % 6])")))), contentType: "image/jpeg")
         }
-        // Every bucket request takes 700 ms: a job (read the source, look for its manifest, write
+        // Every bucket request takes 1.2 s: a job (read the source, look for its manifest, write
         // blobs and the manifest) takes several leases. The queue itself is reached directly.
-        let proxy = try FaultProxy(upstreamPort: moto.port, latencyMs: 700)
+        let proxy = try FaultProxy(upstreamPort: moto.port, latencyMs: 1200)
         let metrics = Repo.tempDirectory() + "/lease.prom"
         // One worker holding 3 messages: without extensions, held messages would come back to it
         // (or to anyone) as soon as it asks for more.
