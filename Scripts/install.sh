@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Installs snapthumb, its manifest schema and the systemd unit template.
+# Installs snapthumb, its man page, shell completions, docs, manifest schema and the systemd unit template.
 #
 #   Scripts/install.sh                      # build a release binary and install under /usr/local
 #   Scripts/install.sh --binary PATH        # install this binary instead of building
 #   Scripts/install.sh --destdir DIR        # stage everything under DIR (packaging, tests)
 #   Scripts/install.sh --prefix /usr        # another prefix
+#   Scripts/install.sh --manual-tool PATH   # swift-argument-parser's generate-manual, already built
 #
 # Then, on a systemd host:  systemctl enable --now snapthumb-watch@1 snapthumb-watch@2
+# The man page (snapthumb(1)) is generated from the binary's own help by swift-argument-parser's
+# generate-manual, the tool its generate-manual plugin runs; it is built once (about 15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 prefix=/usr/local
 destdir=""
 binary=""
+manual_tool=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix="$2"; shift 2 ;;
     --destdir) destdir="$2"; shift 2 ;;
     --binary) binary="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --manual-tool) manual_tool="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -26,15 +31,37 @@ done
 if [ -z "$binary" ]; then
   Scripts/setup.sh
   swift build -c release --product snapthumb
+  swift build -c release --product generate-manual
   binary=.build/release/snapthumb
 fi
 [ -x "$binary" ] || { echo "install: $binary is not an executable" >&2; exit 1; }
 
-install -d "$destdir$prefix/bin" "$destdir$prefix/share/snapthumb" "$destdir/etc/systemd/system" "$destdir/etc/snapthumb"
+# generate-manual: given, beside the binary (Scripts/test.sh builds it), or built now.
+[ -n "$manual_tool" ] || manual_tool="$(dirname "$binary")/generate-manual"
+if [ ! -x "$manual_tool" ]; then
+  case "$binary" in */debug/*) configuration=debug ;; *) configuration=release ;; esac
+  swift build -c "$configuration" --product generate-manual >/dev/null
+  manual_tool="$(swift build -c "$configuration" --show-bin-path)/generate-manual"
+fi
+staging="$(mktemp -d)"
+trap 'rm -rf "$staging"' EXIT
+
+share="$destdir$prefix/share"
+install -d "$destdir$prefix/bin" "$share/snapthumb" "$share/man/man1" "$share/doc/snapthumb" \
+  "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d" \
+  "$destdir/etc/systemd/system" "$destdir/etc/snapthumb"
 install -m 0755 "$binary" "$destdir$prefix/bin/snapthumb"
 # verify looks for the schema in <prefix>/share/snapthumb when the resource bundle is not beside the binary.
-install -m 0644 Sources/SnapThumbVerify/Resources/manifest.v1.schema.json "$destdir$prefix/share/snapthumb/"
-sed "s#/usr/local/bin/snapthumb#$prefix/bin/snapthumb#" dist/systemd/snapthumb-watch@.service \
+install -m 0644 Sources/SnapThumbVerify/Resources/manifest.v1.schema.json "$share/snapthumb/"
+"$manual_tool" "$binary" --output-directory "$staging" >/dev/null
+install -m 0644 "$staging/snapthumb.1" "$share/man/man1/snapthumb.1"
+"$binary" --generate-completion-script bash > "$share/bash-completion/completions/snapthumb"
+"$binary" --generate-completion-script zsh > "$share/zsh/site-functions/_snapthumb"
+"$binary" --generate-completion-script fish > "$share/fish/vendor_completions.d/snapthumb.fish"
+chmod 0644 "$share/bash-completion/completions/snapthumb" "$share/zsh/site-functions/_snapthumb" "$share/fish/vendor_completions.d/snapthumb.fish"
+install -m 0644 README.md docs/*.md "$share/doc/snapthumb/"
+# The unit names the binary and its documentation under the prefix.
+sed "s#/usr/local/#$prefix/#g" dist/systemd/snapthumb-watch@.service \
   > "$destdir/etc/systemd/system/snapthumb-watch@.service"
 chmod 0644 "$destdir/etc/systemd/system/snapthumb-watch@.service"
 [ -e "$destdir/etc/snapthumb/snapthumb.json" ] || install -m 0644 dist/snapthumb.json "$destdir/etc/snapthumb/snapthumb.json"

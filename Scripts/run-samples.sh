@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The main job on the bundled samples: a backfill of Samples/ into ./store.
+# The main job on the bundled samples: a backfill of Samples/ into .build/samples-store (STORE=… for another).
 # Samples/bad/ holds files that must be refused; their failures are expected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
 swift build -c release --product snapthumb
 bin="$(swift build -c release --show-bin-path)/snapthumb"
-store="${STORE:-./store}"
+store="${STORE:-.build/samples-store}"   # not ./store, which the README's examples build
 report="$store.report.json"
 
 status=0

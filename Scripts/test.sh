@@ -11,6 +11,8 @@ export SNAPTHUMB_REQUIRE_MOTO=1
 # they keep compiling; running them is `swift package --package-path Benchmarks benchmark`.
 swift build --package-path Benchmarks
 swift build --build-tests
+# Scripts/install.sh (run by SystemdUnitTests) makes the man page with it; swift test cannot build it meanwhile.
+swift build --product generate-manual
 swift test
 
 # Sanitizer job: the directory-listing and hardening tests, then a short fuzz run of

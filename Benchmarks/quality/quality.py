@@ -18,6 +18,17 @@ within each budget and is scored against the reference with SSIMULACRA2 (PyPI
                      encodes and CPU time: the CPU of that run less the CPU of the
                      plain snapthumb run, per image and per encode (run it under
                      `flock /work/notes/measure.lock` on a shared machine)
+  avifenc-s6         the anchor, when `avifenc` (Debian's libavif-bin) is installed
+                     and --modern avif is given: libavif's encoder at speed 6, 4:4:4
+                     8-bit full range, sRGB colour box, one thread, on the reference
+                     pixels; the lowest quantiser (--min = --max, 0-63) that fits
+                     (binary search); its CPU per image (the final encode) in the
+                     timing table
+
+Beside the SSIMULACRA2 table it prints the pixel-art measures of each style in
+--pixel-styles (default drawn,soft,retro; empty for none): each style's pixel25
+against the plain box average of SnapThumb's own square (square100 at --budget none,
+quality 100; pixel_measures.py).
 
 Prints a Markdown table (mean per budget) and writes per-image rows as TSV.
 Run through Benchmarks/quality/run.sh, which prepares the venv.
@@ -26,14 +37,18 @@ import argparse
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+import numpy as np
 from PIL import Image, ImageOps
 from ssimulacra2 import compute_ssimulacra2
+
+import pixel_measures
 
 
 def reference(path, side):
@@ -82,6 +97,63 @@ def snapthumb_squares(binary, files, budget, workdir, extra, variant_name="squar
     return result, encodes, cpu
 
 
+def avifenc_fit(ref_png, budget, workdir):
+    """(bytes, CPU seconds of the final encode) of avifenc speed 6 at the lowest quantiser that fits."""
+    def enc(q):
+        out = os.path.join(workdir, "anchor.avif")
+        before = os.times()
+        subprocess.run(["avifenc", "-s", "6", "-j", "1", "-c", "aom", "-y", "444", "-d", "8", "-r", "full",
+                        "--cicp", "1/13/6", "--min", str(q), "--max", str(q), ref_png, out],
+                       capture_output=True, check=True)
+        after = os.times()
+        with open(out, "rb") as f:
+            return f.read(), (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    lo, hi, best = 0, 63, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        data, cpu = enc(mid)
+        if len(data) <= budget:
+            best, hi = (data, cpu), mid - 1
+        else:
+            lo = mid + 1
+    return best if best is not None else enc(63)
+
+
+def pixel_scores(binary, files, keys, styles, workdir):
+    """{style: [measures per photo]} of each style's pixel25 against the box average of SnapThumb's square."""
+    scores = {}
+    squares = snapthumb_square_pixels(binary, files, workdir)
+    for style in styles:
+        store = tempfile.mkdtemp(dir=workdir)
+        out = subprocess.run([binary, "process", *files, "--store", store, "--pixel-style", style],
+                             capture_output=True, text=True, check=False)
+        grids = {}
+        for line in out.stdout.splitlines():
+            manifest = json.loads(line)
+            variant = manifest["variants"]["pixel25"]
+            grids[manifest["key"]] = np.asarray(Image.open(os.path.join(store, variant["path"])).convert("RGB"))
+        rows = []
+        for k in keys:
+            if k in grids and k in squares:
+                rows.append(pixel_measures.measures(grids[k], pixel_measures.box_average(squares[k], grids[k].shape[0])))
+        scores[style] = rows
+    return scores
+
+
+def snapthumb_square_pixels(binary, files, workdir):
+    """{key: SnapThumb's own square}: square100 at --budget none is a quality-100 4:4:4 JPEG of the
+    pixels the grid is made from (the Pillow reference would add its resampler's differences)."""
+    store = tempfile.mkdtemp(dir=workdir)
+    out = subprocess.run([binary, "process", *files, "--store", store, "--budget", "none", "--pixel-style", "soft"],
+                         capture_output=True, text=True, check=False)
+    squares = {}
+    for line in out.stdout.splitlines():
+        manifest = json.loads(line)
+        path = os.path.join(store, manifest["variants"]["square100"]["path"])
+        squares[manifest["key"]] = np.asarray(Image.open(path).convert("RGB"))
+    return squares
+
+
 def as_png(path):
     """A PNG copy of an AVIF/HEIC for the scorers (Pillow and butteraugli read PNG)."""
     png = path + ".png"
@@ -106,7 +178,9 @@ def main():
     ap.add_argument("--extra", default="", help="extra flags for the snapthumb side, space-separated")
     ap.add_argument("--modern", choices=["avif", "heic"], help="also score snapthumb's modern square")
     ap.add_argument("--modern-efforts", default="2", help="--modern-effort values to score, comma-separated")
+    ap.add_argument("--pixel-styles", default="drawn,soft,retro", help="pixel-art styles to measure, comma-separated (empty: none)")
     args = ap.parse_args()
+    anchor = args.modern == "avif" and shutil.which("avifenc") is not None
     budgets = [int(b) for b in args.budgets.split(",")]
     files = sorted(args.photos)
     keys = [os.path.basename(f) for f in files]
@@ -142,13 +216,19 @@ def main():
             extra_ms = (cpu - plain_cpu) * 1000
             timing.append((budget, label, total / max(1, len(encodes)), extra_ms / max(1, len(encodes)),
                            extra_ms / max(1, total)))
+        anchor_cpu = 0.0
         for k in keys:
             ref_img = Image.open(refs[k]).convert("RGB")
             outputs.setdefault("libjpeg-420", {})[k] = libjpeg_fit(ref_img, budget, "4:2:0")
             outputs.setdefault("libjpeg-444", {})[k] = libjpeg_fit(ref_img, budget, "4:4:4")
+            if anchor:
+                outputs.setdefault("avifenc-s6", {})[k], cpu = avifenc_fit(refs[k], budget, work)
+                anchor_cpu += cpu
+        if anchor:
+            timing.append((budget, "avifenc-s6", float("nan"), anchor_cpu * 1000 / max(1, len(keys)), float("nan")))
         for label, per_key in outputs.items():
             for k, data in per_key.items():
-                modern = label.startswith(("avif-", "heic-"))
+                modern = label.startswith(("avif-", "heic-", "avifenc"))
                 path = os.path.join(work, f"{budget}-{label}-{k}.{label[:4] if modern else 'jpg'}")
                 with open(path, "wb") as f:
                     f.write(data)
@@ -163,6 +243,7 @@ def main():
                 f.write("\t".join(str(x) for x in r) + "\n")
 
     labels = [c[0] for c in contenders] + ["libjpeg-420", "libjpeg-444"] + [f"{args.modern}-e{e}" for e in efforts]
+    labels += ["avifenc-s6"] if anchor else []
     print(f"Measured {time.strftime('%Y-%m-%d')} on {len(files)} photos, {args.side} px square; "
           "mean SSIMULACRA2 (higher is better) / mean butteraugli (lower is better) / mean bytes.\n")
     print("| budget | " + " | ".join(labels) + " |")
@@ -179,11 +260,26 @@ def main():
         print(f"| {budget} B | " + " | ".join(cells) + " |")
     if timing:
         print(f"\n{args.modern} encodes per image / CPU ms per image more than snapthumb without it / CPU ms per encode:\n")
-        print("| budget | " + " | ".join(f"{args.modern}-e{e}" for e in efforts) + " |")
-        print("|---:|" + "---:|" * len(efforts))
+        timed = [f"{args.modern}-e{e}" for e in efforts] + (["avifenc-s6"] if anchor else [])
+        print("| budget | " + " | ".join(timed) + " |")
+        print("|---:|" + "---:|" * len(timed))
         for budget in budgets:
             cells = ["%.2f / %.1f / %.1f" % t[2:] for t in timing if t[0] == budget]
             print(f"| {budget} B | " + " | ".join(cells) + " |")
+        if anchor:
+            print("\n(avifenc-s6: CPU ms of the final encode per image; its quantiser search is not counted.)")
+
+    styles = [s for s in args.pixel_styles.split(",") if s]
+    if styles:
+        scores = pixel_scores(args.snapthumb, files, keys, styles, work)
+        print("\nPixel art, each style's pixel25 against the box average of SnapThumb's square (OKLab): "
+              "chroma / lightness spread / neighbour contrast / colours / drift (targets for the default: "
+              ">= 1.15 / 1.10 / 1.20 / 12, <= 0.06):\n")
+        print("| style | pixel art |")
+        print("|---|---:|")
+        for style in styles:
+            if scores[style]:
+                print(f"| {style} | {pixel_measures.format_row(pixel_measures.mean_measures(scores[style]))} |")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 # Usage: Benchmarks/quality/run.sh [--count N] [--baseline LABEL=PATH] [PHOTO...]
 #   Without photos: the first N (default 40) of .corpus/snaps (Scripts/make-corpus.sh).
 #   Any other option is passed to quality.py (--budgets, --tsv, --extra, --side,
-#   --modern avif|heic and --modern-efforts 0,2,4 for the modern square beside square100).
+#   --modern avif|heic and --modern-efforts 0,2,4 for the modern square beside square100, with
+#   avifenc speed 6 as an anchor when it is installed; --pixel-styles drawn,soft,retro for the
+#   pixel-art measures, default all three, "" for none).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 COUNT=40

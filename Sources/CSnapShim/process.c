@@ -42,9 +42,10 @@ snap_set_affinity(int tid, const unsigned char *cpus, int count)
 }
 
 void
-snap_fix_mmap_threshold(int bytes)
+snap_fix_mmap_threshold(int bytes, int trim)
 {
 	mallopt(M_MMAP_THRESHOLD, bytes);
+	mallopt(M_TRIM_THRESHOLD, trim);
 }
 
 int

@@ -65,6 +65,18 @@ public struct BenchReport: Sendable {
         Self.quotients(rounds("snapthumb", jobs: jobs), rounds(side, jobs: jobs))
     }
 
+    /// Median over rounds of (SnapThumb CPU per image ÷ `side`'s), each pair from
+    /// the same round: how much CPU SnapThumb spends per image against `side`.
+    public func cpuRatio(against side: String, jobs: Int) -> Double? {
+        Statistics.median(cpuRatios(against: side, jobs: jobs))
+    }
+
+    func cpuRatios(against side: String, jobs: Int) -> [Double] {
+        zip(rounds("snapthumb", jobs: jobs), rounds(side, jobs: jobs)).compactMap {
+            $1.cpuMsPerImage > 0 && $1.images > 0 ? $0.cpuMsPerImage / $1.cpuMsPerImage : nil
+        }
+    }
+
     /// Median over rounds of `side`'s images/s at `options.jobs` ÷ at one job.
     public func scaling(_ side: String) -> Double? {
         Statistics.median(scalings(side))
@@ -129,6 +141,11 @@ public struct BenchReport: Sendable {
                                     side, options.jobs, rounds(side, jobs: options.jobs).count, r)
                              + Self.spread(ratios(against: side, jobs: options.jobs)))
             }
+            if let r = cpuRatio(against: side, jobs: options.jobs) {
+                lines.append(String(format: "CPU per image SnapThumb / %@ (jobs %d, median of %d paired rounds): %.2f×",
+                                    side, options.jobs, rounds(side, jobs: options.jobs).count, r)
+                             + Self.spread(cpuRatios(against: side, jobs: options.jobs)))
+            }
         }
         for side in sides {
             if let s = scaling(side) {
@@ -186,6 +203,7 @@ public struct BenchReport: Sendable {
                 doc["\(side)_images"] = s.images
             }
             if let r = ratio(against: side, jobs: jobs) { doc[side == "vipsthumbnail" ? "ratio" : "\(side)_ratio"] = round3(r) }
+            if let r = cpuRatio(against: side, jobs: jobs) { doc["\(side)_cpu_ratio"] = round3(r) }
         }
         if options.scaling {
             for side in sides {

@@ -25,10 +25,14 @@ public struct BenchOptions: Sendable {
     /// threads (libvips' pool, SnapThumb's coordinator, Pillow's pool) spill onto
     /// idle cores and jobs-N-over-jobs-1 no longer measures scaling over cores.
     public var confineCPUs: Bool
+    /// This program, for the floor side (`snapthumb decode-floor`).
+    public var executable: String
 
-    public init(jobs: Int, repeats: Int = 1, scaling: Bool = false, isolation: Isolation,
-                references: [ReferenceTool] = [.vipsthumbnail], keepStore: Bool = false,
-                tempDirectory: String = NSTemporaryDirectory(), confineCPUs: Bool = true) {
+    public init(jobs: Int, repeats: Int = 3, scaling: Bool = false, isolation: Isolation,
+                references: [ReferenceTool] = [.vipsthumbnail, .floor], keepStore: Bool = false,
+                tempDirectory: String = NSTemporaryDirectory(), confineCPUs: Bool = true,
+                executable: String = CommandLine.arguments[0]) {
+        self.executable = executable
         self.tempDirectory = tempDirectory
         self.confineCPUs = confineCPUs
         self.jobs = max(1, jobs)
@@ -42,7 +46,7 @@ public struct BenchOptions: Sendable {
 
 /// One side measured once at one job count.
 public struct SideRound: Sendable {
-    /// `snapthumb`, `vipsthumbnail` or `pillow`.
+    /// `snapthumb`, `vipsthumbnail`, `floor` or `pillow`.
     public var side: String
     public var jobs: Int
     public var round: Int
@@ -131,7 +135,7 @@ public struct Bench: Sendable {
         let links = try Self.temporaryDirectory("snapthumb-bench-inputs", in: options.tempDirectory)
         outputs.append(links)
         let referenceFiles = try files.enumerated().map { i, entry in
-            let link = "\(links)/\(String(format: "%06d", i))-\((entry.path as NSString).lastPathComponent)"
+            let link = "\(links)/\(String(format: "%06d", i))-\(PathBytes.lastComponent(entry.path))"
             let target = URL(fileURLWithPath: entry.path).standardizedFileURL.path // absolute: the link lives elsewhere
             guard symlink(target, link) == 0 else { throw SnapError.io("cannot create a symbolic link at", link, errno: errno) }
             return link
@@ -201,7 +205,7 @@ public struct Bench: Sendable {
         let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
         made.append(directory)
         if let tool {
-            _ = ChildProcesses.run(tool.commands(files: [referenceFile], jobs: 1, output: directory))
+            _ = ChildProcesses.run(tool.commands(files: [referenceFile], jobs: 1, output: directory, executable: options.executable))
         } else {
             _ = try Backfill(pipeline: pipeline, store: try Store(root: directory), jobs: 1, isolation: options.isolation)
                 .run(files: [files[0]], interval: 3600, onResult: { _ in })
@@ -274,7 +278,7 @@ public struct Bench: Sendable {
         made.append(output)
         // Each process's peak RSS comes from GNU time when it is installed: wait4's
         // ru_maxrss of a posix_spawned child is floored at this (large) process's own.
-        var commands = tool.commands(files: paths, jobs: jobs, output: output)
+        var commands = tool.commands(files: paths, jobs: jobs, output: output, executable: options.executable)
         let timed = FileManager.default.isExecutableFile(atPath: "/usr/bin/time")
         if timed {
             commands = commands.enumerated().map { k, command in ["/usr/bin/time", "-f", "%M", "-o", "\(output)/.rss-\(k)"] + command }
@@ -289,7 +293,7 @@ public struct Bench: Sendable {
             }
             if kib.count == commands.count { peak = (kib.max() ?? 0) * 1024 }
         }
-        return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: files.count - made,
+        return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: tool.expected(paths) - made,
                          seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: peak)
     }
 

@@ -7,6 +7,10 @@ import SnapThumbRunner
 public enum ReferenceTool: String, Sendable, CaseIterable {
     /// libvips' own command-line thumbnailer, one process per job.
     case vipsthumbnail
+    /// The decode floor: every JPEG decoded at 1/4 scale by libjpeg-turbo and nothing
+    /// else (`snapthumb decode-floor`, one process per job): what any thumbnailer of
+    /// these files must at least spend. Non-JPEG files are skipped and not counted.
+    case floor
     /// Python Pillow's draft-mode (JPEG DCT-scaling) thumbnail, a multiprocessing pool of `jobs`.
     case pillow
 
@@ -19,19 +23,21 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
         case .pillow:
             return Self.succeeds(["python3", "-c", "import PIL"]) ? nil
                 : "Pillow not found: install it with 'pip install pillow' (python3 is needed too)"
+        case .floor:
+            return nil
         }
     }
 
     /// The command lines for one measured run: `jobs` processes for vipsthumbnail
     /// (the files dealt out round-robin), one pool of `jobs` for Pillow.
-    func commands(files: [String], jobs: Int, output: String) -> [[String]] {
+    func commands(files: [String], jobs: Int, output: String, executable: String) -> [[String]] {
+        let n = max(1, min(jobs, files.count))
+        func dealt(_ k: Int) -> [String] { stride(from: k, to: files.count, by: n).map { files[$0] } }
         switch self {
         case .vipsthumbnail:
-            let n = max(1, min(jobs, files.count))
-            return (0..<n).map { k in
-                ["vipsthumbnail", "-s", "100x100", "-c", "-o", "\(output)/%s.jpg[Q=80,strip]"]
-                    + stride(from: k, to: files.count, by: n).map { files[$0] }
-            }
+            return (0..<n).map { k in ["vipsthumbnail", "-s", "100x100", "-c", "-o", "\(output)/%s.jpg[Q=80,strip]"] + dealt(k) }
+        case .floor:
+            return (0..<n).map { k in [executable, "decode-floor", "--output", "\(output)/.decoded-\(k)"] + dealt(k) }
         case .pillow:
             return [["python3", "-c", Self.pillowScript, String(jobs), output] + files]
         }
@@ -40,7 +46,17 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
     /// How many images a run made: the files in its output directory.
     func made(in output: String) -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
-        return names.filter { !$0.hasPrefix(".") }.count
+        guard self == .floor else { return names.filter { !$0.hasPrefix(".") }.count }
+        // The decode loop writes its count instead of an image per file.
+        return names.filter { $0.hasPrefix(".decoded-") }.compactMap { name in
+            (try? String(contentsOfFile: "\(output)/\(name)", encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }.reduce(0, +)
+    }
+
+    /// How many of `files` this tool can make an image of (the floor decodes JPEGs only).
+    func expected(_ files: [String]) -> Int {
+        guard self == .floor else { return files.count }
+        return files.filter { DecodeFloor.isJPEG($0) }.count
     }
 
     private static func succeeds(_ command: [String]) -> Bool {

@@ -31,3 +31,27 @@ private func expected(_ type: Any.Type) -> String {
     default: return "of another type"
     }
 }
+
+/// URLs as they may be repeated in messages and logs: the userinfo part
+/// (`s3://KEY:SECRET@bucket/…`, `https://user:pass@host/…`) replaced by `***`,
+/// so that a credential typed into an argument is never echoed.
+public enum RedactedURL {
+    /// `text` with the userinfo of a `scheme://userinfo@rest` URL replaced by `***`;
+    /// anything else unchanged.
+    public static func text(_ text: String) -> String {
+        guard let userinfo = userinfoRange(text) else { return text }
+        return String(text[..<userinfo.lowerBound]) + "***" + String(text[userinfo.upperBound...])
+    }
+
+    /// Whether `text` is a URL that carries a userinfo part (`user[:password]@`).
+    public static func hasUserinfo(_ text: String) -> Bool { userinfoRange(text) != nil }
+
+    /// The range of the userinfo, between `://` and the last `@` before the first
+    /// `/`, `?` or `#` of the authority.
+    private static func userinfoRange(_ text: String) -> Range<String.Index>? {
+        guard let scheme = text.range(of: "://") else { return nil }
+        let authorityEnd = text[scheme.upperBound...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
+        guard let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") else { return nil }
+        return scheme.upperBound..<at
+    }
+}

@@ -89,7 +89,16 @@ public struct SnapLogHandler: LogHandler {
     private static func json(_ value: Logger.Metadata.Value) -> String {
         switch value {
         case .string(let s): return quoted(s)
-        case .stringConvertible(let c): return quoted(c.description)
+        case .stringConvertible(let c):
+            // Numbers and booleans stay JSON numbers and booleans (`.number`, `.flag`), so a log
+            // pipeline can sum and compare them; a string that looks like a number stays a string.
+            switch c {
+            case let b as Bool: return b ? "true" : "false"
+            case let i as any BinaryInteger: return "\(i)"
+            case let d as Double: return d.isFinite ? "\(d)" : "null"
+            case let f as Float: return f.isFinite ? "\(f)" : "null"
+            default: return quoted(c.description)
+            }
         case .array(let items): return "[" + items.map(json).joined(separator: ",") + "]"
         case .dictionary(let d):
             return "{" + d.sorted { $0.key < $1.key }.map { "\(quoted($0.key)):\(json($0.value))" }.joined(separator: ",") + "}"
@@ -134,4 +143,18 @@ public struct SnapLogHandler: LogHandler {
     public static let standardError: @Sendable (String) -> Void = { line in
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
+}
+
+extension Logger.MetadataValue {
+    /// A count: a JSON number in JSON logs, plain digits in text.
+    public static func number(_ value: Int) -> Logger.MetadataValue { .stringConvertible(value) }
+
+    /// A measurement rounded to `places` decimals (`0.2`): a JSON number in JSON logs.
+    public static func number(_ value: Double, places: Int = 1) -> Logger.MetadataValue {
+        let scale = pow(10, Double(places))
+        return .stringConvertible(value.isFinite ? (value * scale).rounded() / scale : value)
+    }
+
+    /// `true` or `false`: a JSON boolean in JSON logs.
+    public static func flag(_ value: Bool) -> Logger.MetadataValue { .stringConvertible(value) }
 }

@@ -16,8 +16,14 @@ public struct Manifest: Sendable, Equatable, Codable {
     /// The SnapThumb that wrote this manifest (absent in manifests from before 0.9.0).
     public var producer: Producer? = Producer.current
 
-    /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`.
+    /// Canonical bytes: sorted keys, no escaped slashes; one line unless `pretty`
+    /// (JSONEncoder's bytes with those options, written directly: `ManifestJSON`).
     public func json(pretty: Bool = false) -> Data {
+        Data(ManifestJSON.bytes(self, pretty: pretty))
+    }
+
+    /// The same bytes through JSONEncoder: the definition `json(pretty:)` is tested against.
+    public func encoderJSON(pretty: Bool = false) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
         // Encoding plain structs of strings and numbers cannot fail.
@@ -85,7 +91,9 @@ public struct Variant: Sendable, Equatable, Codable {
 /// version and the library versions. Equal digests mean equal outputs for equal input.
 public struct Recipe: Sendable, Equatable, Codable {
     /// Bump when the pipeline changes its output for the same settings.
-    public static let pipelineVersion = 4
+    /// 5: the `drawn` pixel-art style became the default (`soft` keeps version 4's bytes),
+    /// and the AVIF square's colour box says sRGB.
+    public static let pipelineVersion = 5
 
     public var digest: String
     public var version: Int
@@ -152,9 +160,10 @@ extension Settings.SquareSettings {
 }
 
 extension Settings.PixelSettings {
-    private enum Keys: String, CodingKey { case grid, colours, palette, dither, scale, budget, gridBudget }
+    private enum Keys: String, CodingKey { case style, grid, colours, palette, dither, scale, budget, gridBudget }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(style.rawValue, forKey: .style)
         try c.encode(grid, forKey: .grid)
         try c.encode(colours, forKey: .colours)
         try c.encode(palette, forKey: .palette)

@@ -54,9 +54,12 @@ public struct Pipeline: Sendable {
     /// the disk (see `Store`). Safe to call from several threads at once.
     /// - Parameter onImage: receives the decoder (or lazily decoding image) before pixels are
     ///   pulled, so that a supervisor can `kill()` it (per-image time limits).
-    public func process(_ source: SourceBuffer, key: String, onImage: @escaping (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
+    /// - Parameter sourceDigest: `sha256:<hex>` of `source`, when the caller has
+    ///   already hashed it (to look for its manifest): the source is hashed once.
+    public func process(_ source: SourceBuffer, key: String, sourceDigest: String? = nil,
+                        onImage: @escaping (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
         try StoreKey.validate(key)
-        var snap = Snap(source: source, settings: settings, onImage: onImage)
+        var snap = Snap(source: source, sourceDigest: sourceDigest, settings: settings, onImage: onImage)
         try Pipeline.run(Pipeline.steps, on: &snap)
         let header = try snap.required(snap.header, "the header")
         let variants = Dictionary(uniqueKeysWithValues: zip(snap.encoded, snap.blobs).map { encoded, blob in

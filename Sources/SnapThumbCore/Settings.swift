@@ -85,19 +85,25 @@ public struct Settings: Sendable, Equatable, Codable {
         /// (`square100-avif`, `square100-heic`); nil (the default): none.
         public var modern: HEIF.Codec? = nil
         /// libvips' heifsave effort for it, 0–9 (libaom speed 9 − effort), chosen from
-        /// measured quality and time (docs/performance.md: Modern variant).
+        /// measured quality and time (docs/performance.md: Modern variant). 4 (libaom speed 5)
+        /// is the lowest effort whose squares score at least `avifenc` speed 6's at every
+        /// budget (issue 29); 1 is about ten times cheaper and about 2 points lower.
         public var modernEffort = Settings.SquareSettings.defaultModernEffort
-        public static let defaultModernEffort = 1
+        public static let defaultModernEffort = 4
         public init() {}
     }
 
     public struct PixelSettings: Sendable, Equatable, Codable {
+        /// How the grid is drawn: `drawn` (default), `soft` (the block-mean look of pipeline
+        /// version 4 and before, byte for byte) or `retro` (docs/pixel-art.md).
+        public var style: PixelStyle = .drawn
         /// Side of the pixel grid (`pixel25` is grid × grid).
         public var grid = 25
         /// Largest palette size, 2–256.
         public var colours = 16
         public var palette: PaletteChoice = .adaptive
-        /// Floyd–Steinberg dithering when mapping to the palette.
+        /// Dithering when mapping to the palette: 4×4 ordered (Bayer) in the `drawn` style,
+        /// Floyd–Steinberg in `soft`; `retro` always dithers (ordered).
         public var dither = false
         /// `pixel100` is `pixel25` scaled by this factor with nearest neighbour.
         public var scale = 4
@@ -106,6 +112,35 @@ public struct Settings: Sendable, Equatable, Codable {
         /// Budget of `pixel25`; nil for none.
         public var gridBudget: Int? = 4096
         public init() {}
+
+        /// The palette used: `retro` with the default `adaptive` takes PICO-8's.
+        public var effectivePalette: PaletteChoice {
+            style == .retro && palette == .adaptive ? .named("pico8") : palette
+        }
+
+        /// Whether the mapping dithers (`retro` always does).
+        public var effectiveDither: Bool { dither || style == .retro }
+    }
+
+    /// The look of the pixel art (docs/pixel-art.md).
+    public enum PixelStyle: String, Sendable, Codable, CaseIterable {
+        /// Each cell the colour most of its pixels share, lightness and chroma lifted, the
+        /// palette chosen and mapped in OKLab: reads as drawn.
+        case drawn
+        /// Each cell the mean of its pixels, libimagequant's palette, redmean mapping: the
+        /// look before styles existed (pipeline version 4), the same bytes.
+        case soft
+        /// `drawn`'s cells with a stronger lift and a dark outline, mapped to a fixed palette
+        /// (PICO-8 unless another fixed palette is set) with ordered dithering.
+        case retro
+
+        /// Parses a style name (case-insensitive); the error lists the styles.
+        public static func parse(_ text: String, source: String) throws -> PixelStyle {
+            guard let style = PixelStyle(rawValue: text.lowercased()) else {
+                throw SnapError(.config, "\(source) must be one of \(allCases.map(\.rawValue).joined(separator: ", ")) (got '\(text)')")
+            }
+            return style
+        }
     }
 }
 
@@ -183,11 +218,14 @@ extension Settings.SquareSettings {
 }
 
 extension Settings.PixelSettings {
-    private enum Keys: String, CodingKey, CaseIterable { case grid, colours, palette, dither, scale, budget, gridBudget }
+    private enum Keys: String, CodingKey, CaseIterable { case style, grid, colours, palette, dither, scale, budget, gridBudget }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
         try rejectUnknownKeys(decoder, Keys.self, in: "pixel")
         self.init()
+        if let text = try c.decodeIfPresent(String.self, forKey: .style) {
+            style = try Settings.PixelStyle.parse(text, source: "pixel.style")
+        }
         grid = try c.decodeIfPresent(Int.self, forKey: .grid) ?? grid
         colours = try c.decodeIfPresent(Int.self, forKey: .colours) ?? colours
         palette = try c.decodeIfPresent(PaletteChoice.self, forKey: .palette) ?? palette

@@ -4,18 +4,29 @@ import Foundation
 /// Foundation's parsers are lenient about some of this, and the last of two
 /// duplicate keys silently wins: a config mistake must be an error naming its place.
 public enum StrictJSON {
-    /// Throws a `config` error whose message starts with `<line>:<column>:`.
-    public static func check(_ data: Data) throws {
+    /// Where a key starts in the file, 1-based.
+    public struct Position: Sendable, Equatable, CustomStringConvertible {
+        public let line: Int
+        public let column: Int
+        public var description: String { "\(line):\(column)" }
+    }
+
+    /// Throws a `config` error whose message starts with `<line>:<column>:`. Returns where every
+    /// object key starts, by its dotted path (`pipeline.square.budget`), for later messages.
+    @discardableResult
+    public static func check(_ data: Data) throws -> [String: Position] {
         var parser = Parser(bytes: [UInt8](data))
         try parser.skipSpace()
         try parser.value(path: "")
         try parser.skipSpace()
         if parser.i < parser.bytes.count { throw parser.fail("unexpected text after the end of the document") }
+        return parser.positions
     }
 
     private struct Parser {
         let bytes: [UInt8]
         var i = 0
+        var positions: [String: Position] = [:]
 
         init(bytes: [UInt8]) {
             self.bytes = bytes
@@ -23,10 +34,14 @@ public enum StrictJSON {
         }
 
         func fail(_ what: String) -> SnapError {
-            let before = bytes[..<min(i, bytes.count)]
+            SnapError(.config, "\(position(of: i)): \(what)")
+        }
+
+        func position(of offset: Int) -> Position {
+            let before = bytes[..<min(offset, bytes.count)]
             let line = before.filter { $0 == 0x0A }.count + 1
-            let column = i - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
-            return SnapError(.config, "\(line):\(column): \(what)")
+            let column = offset - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
+            return Position(line: line, column: column)
         }
 
         var peek: UInt8? { i < bytes.count ? bytes[i] : nil }
@@ -68,6 +83,7 @@ public enum StrictJSON {
                 let key = try string()
                 let keyPath = path.isEmpty ? key : "\(path).\(key)"
                 if !seen.insert(key).inserted { i = keyStart; throw fail("duplicate key \(keyPath)") }
+                positions[keyPath] = position(of: keyStart)
                 try skipSpace()
                 try expect(UInt8(ascii: ":"), "':' after key \(keyPath)")
                 try skipSpace()

@@ -264,7 +264,7 @@ public struct Backfill: Sendable {
                 }
                 if existing.source.digest != digest { replacing = existing.source.digest }
             }
-            return .ready(try pipeline.process(source, key: key), replacing: replacing)
+            return .ready(try pipeline.process(source, key: key, sourceDigest: digest), replacing: replacing)
         } catch let error as SnapError {
             return .done(.failed(error))
         } catch {

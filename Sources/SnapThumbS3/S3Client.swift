@@ -15,6 +15,8 @@ public struct S3Object: Sendable, Equatable {
     public let key: String
     public let size: Int
     public let etag: String
+    /// Last-Modified, seconds since 1970 (0 when the listing has none).
+    public var lastModified: Double = 0
 }
 
 /// An answer from the server: status, the headers we use, the body.
@@ -329,12 +331,12 @@ enum S3XML {
         var wanted: String?
         var found: String?
         private var text = ""
-        private var key = "", size = 0, etag = ""
+        private var key = "", size = 0, etag = "", lastModified = 0.0
         private var inContents = false
 
         func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
             text = ""
-            if name == "Contents" { inContents = true; key = ""; size = 0; etag = "" }
+            if name == "Contents" { inContents = true; key = ""; size = 0; etag = ""; lastModified = 0 }
         }
 
         func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
@@ -345,9 +347,10 @@ enum S3XML {
             case "Key" where inContents: key = text
             case "Size" where inContents: size = Int(text) ?? 0
             case "ETag" where inContents: etag = text
+            case "LastModified" where inContents: lastModified = S3XML.seconds(iso8601: text) ?? 0
             case "Contents":
                 inContents = false
-                page.objects.append(S3Object(key: key, size: size, etag: etag))
+                page.objects.append(S3Object(key: key, size: size, etag: etag, lastModified: lastModified))
             case "IsTruncated": page.truncated = text == "true"
             case "NextContinuationToken": page.nextToken = text
             default: break

@@ -31,16 +31,19 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     /// Splits `s3://BUCKET/PREFIX`; nil when the string is not an s3 URL.
     public static func parseURL(_ string: String) throws -> (bucket: String, prefix: String)? {
         guard string.lowercased().hasPrefix("s3://") else { return nil }
+        if RedactedURL.hasUserinfo(string) {
+            throw SnapError(.config, "\"\(RedactedURL.text(string))\": credentials do not belong in a store or source URL (they would show in process lists and logs): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) instead")
+        }
         let rest = string.dropFirst(5)
         let bucket = String(rest.prefix { $0 != "/" })
         guard bucket.count >= 3, bucket.count <= 63,
               bucket.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) else {
-            throw SnapError(.config, "\"\(string)\": not a bucket name (3-63 lower-case letters, digits, '-', '.')")
+            throw SnapError(.config, "\"\(RedactedURL.text(string))\": not a bucket name (3-63 lower-case letters, digits, '-', '.')")
         }
         var prefix = String(rest.dropFirst(bucket.count)).drop { $0 == "/" }.description
         if !prefix.isEmpty && !prefix.hasSuffix("/") { prefix += "/" }
         if prefix.split(separator: "/", omittingEmptySubsequences: false).dropLast().contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) {
-            throw SnapError(.config, "\"\(string)\": the prefix has an empty, '.' or '..' segment")
+            throw SnapError(.config, "\"\(RedactedURL.text(string))\": the prefix has an empty, '.' or '..' segment")
         }
         return (bucket, prefix)
     }
@@ -63,22 +66,22 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
                 let nv = option.split(separator: "=", maxSplits: 1).map(String.init)
                 switch (nv.first ?? "", nv.count > 1 ? nv[1] : "") {
                 case ("provider", let value):
-                    guard let p = S3Provider(rawValue: value) else { throw SnapError(.config, "\(url): provider=\(value): expected s3 or gcs") }
+                    guard let p = S3Provider(rawValue: value) else { throw SnapError(.config, "\(RedactedURL.text(url)): provider=\(value): expected s3 or gcs") }
                     if provider == nil { provider = p }
                 case ("path-style", let value):
-                    guard let b = Bool(value) else { throw SnapError(.config, "\(url): path-style=\(value): expected true or false") }
+                    guard let b = Bool(value) else { throw SnapError(.config, "\(RedactedURL.text(url)): path-style=\(value): expected true or false") }
                     if pathStyle == nil { pathStyle = b }
                 default:
-                    throw SnapError(.config, "\(url): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false)")
+                    throw SnapError(.config, "\(RedactedURL.text(url)): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false)")
                 }
             }
         }
-        guard let (bucket, prefix) = try Self.parseURL(url) else { throw SnapError(.config, "\"\(url)\" is not an s3:// URL") }
+        guard let (bucket, prefix) = try Self.parseURL(url) else { throw SnapError(.config, "\"\(RedactedURL.text(url))\" is not an s3:// URL") }
         self.bucket = bucket
         self.prefix = prefix
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
-            throw SnapError(.config, "\(url): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
+            throw SnapError(.config, "\(RedactedURL.text(url)): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
         }
         if let text = value("AWS_MAX_ATTEMPTS") {
             guard let n = Int(text), n >= 1 else { throw SnapError(.config, "AWS_MAX_ATTEMPTS=\(text): expected a whole number of at least 1") }

@@ -18,7 +18,7 @@ public enum StoreLocation {
         let scheme = argument.prefix { $0 != ":" && $0 != "/" }
         if argument.dropFirst(scheme.count).hasPrefix(":"), let first = scheme.first, first.isLetter,
            scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
-            throw SnapError(.config, "\"\(argument)\" is neither a directory path nor an s3://BUCKET/PREFIX URL (write ./\(argument) for a directory of that name)")
+            throw SnapError(.config, "\"\(RedactedURL.text(argument))\" is neither a directory path nor an s3://BUCKET/PREFIX URL (write ./\(RedactedURL.text(argument)) for a directory of that name)")
         }
     }
 
@@ -57,7 +57,7 @@ public struct S3Sources: SourceReader {
         var skipped = 0
         for object in try client.list(prefix: prefix) {
             let relative = String(object.key.dropFirst(prefix.count))
-            if relative.isEmpty || relative.hasSuffix("/") || relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
+            if relative.isEmpty || PathBytes.endsWithSlash(relative) || PathBytes.segments(relative).contains(where: PathBytes.isHidden) {
                 skipped += 1
                 continue
             }

@@ -89,7 +89,7 @@ struct Claims: Sendable {
         }
         var workers: [String] = []
         try? FileOps.forEachName(in: layout.processing) { name in
-            if !name.hasPrefix(".") { workers.append(name) }
+            if !PathBytes.isHidden(name) { workers.append(name) }
             return true
         }
         // Our own leftovers first: what is taken over below lands in the same directory.
@@ -122,7 +122,7 @@ struct Claims: Sendable {
     private func names(in directory: String) -> [String] {
         var names: [String] = []
         try? FileOps.forEachName(in: directory) { name in
-            if !name.hasPrefix(".") { names.append(name) }
+            if !PathBytes.isHidden(name) { names.append(name) }
             return names.count < 100_000
         }
         return names

@@ -68,7 +68,7 @@ public final class InotifyWatcher: @unchecked Sendable {
             fds[0].revents = 0
             fds[1].revents = 0
             let n = poll(&fds, 2, -1)
-            if n < 0 { if errno == EINTR { continue }; logger.error("inotify poll failed", metadata: ["snap.errno": "\(errno)"]); return }
+            if n < 0 { if errno == EINTR { continue }; logger.error("inotify poll failed", metadata: ["snap.errno": .number(Int(errno))]); return }
             if fds[1].revents != 0 { return }
             let bytes: [UInt8]
             switch POSIX.read(fd, capacity: 64 * 1024) {

@@ -16,7 +16,7 @@ struct Janitor: Sendable {
     @discardableResult
     func removeStaleTemporaries(under root: String) -> Int {
         let removed = TempFiles.removeStale(under: root)
-        if removed > 0 { logger.notice("removed temp files left by dead processes", metadata: ["snap.dir": "\(root)", "snap.count": "\(removed)"]) }
+        if removed > 0 { logger.notice("removed temp files left by dead processes", metadata: ["snap.dir": "\(root)", "snap.count": .number(removed)]) }
         return removed
     }
 
@@ -24,7 +24,7 @@ struct Janitor: Sendable {
     /// (not recursively: node_exporter's textfile directory or /tmp is shared).
     func removeStaleTemporaries(of metricsFile: String) {
         let removed = TempFiles.removeStale(of: metricsFile)
-        if removed > 0 { logger.notice("removed metrics temp files left by dead processes", metadata: ["snap.file": "\(metricsFile)", "snap.count": "\(removed)"]) }
+        if removed > 0 { logger.notice("removed metrics temp files left by dead processes", metadata: ["snap.file": "\(metricsFile)", "snap.count": .number(removed)]) }
     }
 
     /// Deletes sources in `done/` older than `retention` seconds (by ctime, which the
@@ -35,11 +35,11 @@ struct Janitor: Sendable {
         let cutoff = wallNow() - retention
         try? FileOps.forEachName(in: directory) { name in
             let path = "\(directory)/\(name)"
-            if !name.hasPrefix("."), let status = FileOps.status(path), status.isRegular, status.ctime < cutoff {
+            if !PathBytes.isHidden(name), let status = FileOps.status(path), status.isRegular, status.ctime < cutoff {
                 if unlink(path) == 0 { expired += 1 }
             }
             return true
         }
-        if expired > 0 { logger.info("expired processed sources from done/", metadata: ["snap.count": "\(expired)"]) }
+        if expired > 0 { logger.info("expired processed sources from done/", metadata: ["snap.count": .number(expired)]) }
     }
 }

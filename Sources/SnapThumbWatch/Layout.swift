@@ -17,7 +17,7 @@ public struct Layout: Sendable {
     public var failed: String { root + "/failed" }
 
     public init(root: String) {
-        self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        self.root = root.utf8.count > 1 && PathBytes.endsWithSlash(root) ? String(decoding: root.utf8.dropLast(), as: UTF8.self) : root
     }
 
     /// Where `worker` keeps its claims (and its `.lease`).
@@ -41,14 +41,32 @@ public enum UploadName {
 
     /// Dot-files and partial names are not uploads (yet).
     public static func isUpload(_ name: String) -> Bool {
-        !name.hasPrefix(".") && !partialSuffixes.contains(where: { name.hasSuffix($0) })
+        !PathBytes.isHidden(name) && !partialSuffixes.contains(where: { name.hasSuffix($0) })
     }
 
+    /// The highest attempt count a marker may carry: older versions wrote at most
+    /// `--max-attempts` (3 by default), so four digits leave room and keep the rule
+    /// simple.
+    static let maxMarkedAttempts = 9999
+
     /// The upload's key (its name without an attempt marker) and the attempts so far.
+    /// One rule: a name ending in `~attempt-<n>`, where `<n>` is a decimal from 1 to
+    /// 9999 written without a sign or leading zeros and something comes before the
+    /// marker, is key `<name>` after `<n>` attempts; any other name (`a~attempt-0`,
+    /// `a~attempt-007`, `a~attempt-99999999999999999999`) is its own key. Read by
+    /// bytes, never by Character.
     public static func parse(_ name: String) -> (key: String, attempts: Int) {
-        guard let range = name.range(of: attemptMarker, options: .backwards),
-              let n = Int(name[range.upperBound...]), n > 0 else { return (name, 0) }
-        return (String(name[..<range.lowerBound]), n)
+        let bytes = Array(name.utf8)
+        let marker = Array(attemptMarker.utf8)
+        guard let digitsStart = bytes.lastIndex(of: UInt8(ascii: "-")).map({ $0 + 1 }),
+              digitsStart >= marker.count + 1,
+              Array(bytes[(digitsStart - marker.count)..<digitsStart]) == marker else { return (name, 0) }
+        let digits = bytes[digitsStart...]
+        guard (1...4).contains(digits.count), digits.first != UInt8(ascii: "0"),
+              digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return (name, 0) }
+        let n = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+        guard n <= maxMarkedAttempts else { return (name, 0) }
+        return (String(decoding: bytes[..<(digitsStart - marker.count)], as: UTF8.self), n)
     }
 
     /// The name under which an upload with `attempts` crashed attempts goes back to `incoming/`.

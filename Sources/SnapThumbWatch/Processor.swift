@@ -107,9 +107,9 @@ struct Processor: Sendable {
         let (name, key) = (job.name, job.key)
         let nanos = DispatchTime.now().uptimeNanoseconds - job.started
         let ms = Double(nanos) / 1e6
-        var meta: Logger.Metadata = ["snap.key": "\(key)", "snap.ms": "\(String(format: "%.1f", ms))"]
-        if attempts > 1 { meta["snap.attempts"] = "\(attempts)" }
-        if job.isolated { meta["snap.isolated"] = "true" }
+        var meta: Logger.Metadata = ["snap.key": "\(key)", "snap.ms": .number(ms)]
+        if attempts > 1 { meta["snap.attempts"] = .number(attempts) }
+        if job.isolated { meta["snap.isolated"] = .flag(true) }
 
         switch outcome {
         case .success(let upload):

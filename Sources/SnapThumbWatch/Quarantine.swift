@@ -45,12 +45,7 @@ struct Quarantine: Sendable {
         if key.utf8.count + recordSuffix.utf8.count + suffixRoom <= nameLimit { return key }
         let tag = "~" + SHA256.hex(Array(key.utf8)).prefix(16)
         let room = nameLimit - recordSuffix.utf8.count - suffixRoom - tag.utf8.count
-        var short = ""
-        for character in key {
-            if short.utf8.count + String(character).utf8.count > room { break }
-            short.append(character)
-        }
-        return short + tag
+        return PathBytes.prefix(key, maxBytes: room) + tag
     }
 
     /// Moves `claim` to `failed/<key>` with its error record `failed/<key>.error.json`
@@ -75,8 +70,9 @@ struct Quarantine: Sendable {
             // between leaves the upload claimed (retried later), never lost.
             var name = Self.failedName(for: key)
             for n in 2...10_001 where taken(name) {
-                let ext = (key as NSString).pathExtension
-                name = Self.failedName(for: ext.isEmpty ? "\(key)~\(n)" : "\(key.dropLast(ext.count + 1))~\(n).\(ext)")
+                let ext = PathBytes.pathExtension(key)
+                let stem = String(decoding: key.utf8.dropLast(ext.isEmpty ? 0 : ext.utf8.count + 1), as: UTF8.self)
+                name = Self.failedName(for: ext.isEmpty ? "\(key)~\(n)" : "\(stem)~\(n).\(ext)")
             }
             try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(name).error.json")
             guard FileOps.status(claim) != nil else { unlink("\(failed)/\(name).error.json"); return false }

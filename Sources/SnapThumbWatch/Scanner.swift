@@ -38,7 +38,7 @@ final class Scanner: @unchecked Sendable {
                             if !candidates.offerWaiting(name) { break }
                         }
                     }
-                    logger.debug("rescanned incoming/", metadata: ["snap.reason": "\(reason)", "snap.files": "\(offered)"])
+                    logger.debug("rescanned incoming/", metadata: ["snap.reason": "\(reason)", "snap.files": .number(offered)])
                 } catch {
                     logger.error("cannot rescan incoming/", metadata: ["snap.error": "\(describe(error))"])
                 }

@@ -152,7 +152,7 @@ public struct WatchConfiguration: Sendable {
         try duration("metrics-interval", into: \.metricsInterval)
 
         if let (text, source) = lookup(key("worker-id")) {
-            guard !text.isEmpty, !text.hasPrefix("."), !text.contains("/"), text.utf8.count <= 200 else {
+            guard !text.isEmpty, !PathBytes.isHidden(text), !text.contains("/"), text.utf8.count <= 200 else {
                 throw WatchConfigError("\(source) must be a non-empty name without '/' that does not start with '.' (got '\(text)')")
             }
             c.workerID = text
@@ -188,22 +188,26 @@ public struct WatchConfiguration: Sendable {
         return c
     }
 
-    /// Checks, before any work, the paths that must already exist: the upload
-    /// directory (unless `create`) and the metrics file's directory.
+    /// Checks, before any work, the path that must already exist: the upload
+    /// directory (unless `create`). The metrics file's directory is optional: see `metricsDirectoryMissing`.
     public func checkPaths() throws {
-        func isDirectory(_ path: String) -> Bool {
-            var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
-        }
-        if !create, !isDirectory(uploadDirectory) {
+        if !create, !Self.isDirectory(uploadDirectory) {
             throw WatchConfigError("upload directory \(uploadDirectory) does not exist; create it, or pass --create to have watch create it")
         }
-        if let metricsFile {
-            let directory = Paths.parent(of: metricsFile)
-            if !isDirectory(directory.isEmpty ? "." : directory) {
-                throw WatchConfigError("the directory of the metrics file \(metricsFile) does not exist (node_exporter's textfile directory?); create it or fix --metrics-file")
-            }
-        }
+    }
+
+    /// A sentence when `metricsFile`'s directory does not exist (no node_exporter on this host):
+    /// the worker then runs without the textfile rather than refuse to start and restart-loop.
+    public var metricsDirectoryMissing: String? {
+        guard let metricsFile else { return nil }
+        let directory = Paths.parent(of: metricsFile)
+        if Self.isDirectory(directory.isEmpty ? "." : directory) { return nil }
+        return "the directory of the metrics file \(metricsFile) does not exist (node_exporter's textfile directory?): running without the metrics file; create the directory and restart to have it"
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 
     /// Seconds from "1.5", "500ms", "10s", "5m", "2h" or "7d" (the one duration syntax, `SnapThumbCore.parseDuration`).

@@ -107,7 +107,7 @@ public final class WatchService: Service, @unchecked Sendable {
                 if let name { candidates.holdBack(name) }
                 let delay = backoff.next()
                 logger.notice("pausing claims after a transient failure", metadata: [
-                    "snap.code": "\(error.code.rawValue)", "snap.pause_s": "\(delay)"])
+                    "snap.code": "\(error.code.rawValue)", "snap.pause_s": .number(delay, places: 3)])
                 candidates.pause(for: delay)
                 // The released uploads' own events arrive during the pause; look again after it.
                 DispatchQueue.global().asyncAfter(deadline: .now() + delay) { scanner.request() }
@@ -149,7 +149,7 @@ public final class WatchService: Service, @unchecked Sendable {
         }
         logger.info("watching", metadata: [
             "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.location)",
-            "snap.jobs": "\(config.jobs)", "snap.mode": "\(config.poll ? "poll" : "inotify")"])
+            "snap.jobs": .number(config.jobs), "snap.mode": "\(config.poll ? "poll" : "inotify")"])
 
         // Recovery is done and claiming has started: tell systemd (Type=notify), then ping its
         // watchdog while the loop is healthy. A stuck loop stops the pings and systemd restarts us.
@@ -172,7 +172,7 @@ public final class WatchService: Service, @unchecked Sendable {
         notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
 
         logger.info("shutting down: no new claims; draining uploads in flight", metadata: [
-            "snap.in_flight": "\(inFlight.count)", "snap.drain_s": "\(config.drainTimeout)"])
+            "snap.in_flight": .number(inFlight.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
         candidates.stop()
         watcher?.stop()
         scanner.stop()
@@ -181,7 +181,7 @@ public final class WatchService: Service, @unchecked Sendable {
         // busy are killed and their uploads handed back).
         await Self.wait(for: workers)
         if inFlight.abandoned > 0 {
-            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": "\(inFlight.abandoned)"])
+            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": .number(inFlight.abandoned)])
         }
         housekeeping.stop()
         watchdog?.stop()
@@ -215,7 +215,7 @@ public final class WatchService: Service, @unchecked Sendable {
             }
         } catch {
             logger.warning("inotify is unavailable; polling instead", metadata: [
-                "snap.error": "\(describe(error))", "snap.poll_s": "\(config.pollInterval)"])
+                "snap.error": "\(describe(error))", "snap.poll_s": .number(config.pollInterval, places: 3)])
             scanner.setInterval(config.pollInterval)
             return nil
         }

@@ -40,7 +40,7 @@ struct BackfillCommand: ParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between progress lines when stderr is not a terminal: 500ms, 10s, 5m… [default: 10s]", valueName: "duration"))
     var progressInterval: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"))
+    @Option(name: .long, help: ArgumentHelp("Where images are processed: processes (worker processes: scale with cores, a crash on a hostile file costs one worker) or threads (one process). [default: processes]", valueName: "mode"), completion: Completions.isolation)
     var isolation: String?
 
     @Flag(name: .long, help: "Print each manifest as a JSON line on stdout, like 'process'.")
@@ -141,7 +141,7 @@ struct BackfillCommand: ParsableCommand {
                 let removed = TempFiles.removeStale(under: directory)
                 if removed > 0 {
                     Console.say("backfill: removed \(removed) temp file(s) left in the store by processes that are gone", event: "removed temp files",
-                                metadata: ["snap.count": "\(removed)"])
+                                metadata: ["snap.count": .number(removed)])
                 }
             }
             let reader: any SourceReader
@@ -200,11 +200,11 @@ struct BackfillCommand: ParsableCommand {
             TempFiles.removeStale(under: directory)
         }
         Console.say(Self.summaryText(summary, store: store.location), event: "backfill finished", metadata: [
-            "snap.failed_by_code": .dictionary(summary.failedByCode.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" }),
-            "snap.total": "\(summary.total)", "snap.interrupted": "\(summary.interrupted)", "snap.processed": "\(summary.processed)",
-            "snap.skipped": "\(summary.skipped)", "snap.failed": "\(summary.failures.count)",
-            "snap.seconds": "\(String(format: "%.1f", summary.seconds))",
-            "snap.images_per_s": "\(String(format: "%.1f", summary.imagesPerSecond))", "snap.store": "\(store.location)"])
+            "snap.failed_by_code": .dictionary(summary.failedByCode.reduce(into: [:]) { $0[$1.key.rawValue] = .number($1.value) }),
+            "snap.total": .number(summary.total), "snap.interrupted": .flag(summary.interrupted), "snap.processed": .number(summary.processed),
+            "snap.skipped": .number(summary.skipped), "snap.failed": .number(summary.failures.count),
+            "snap.seconds": .number(summary.seconds),
+            "snap.images_per_s": .number(summary.imagesPerSecond), "snap.store": "\(store.location)"])
         if let report {
             do {
                 try summary.report(root: directory, store: store.location).write(to: URL(fileURLWithPath: report), options: .atomic)
@@ -252,6 +252,33 @@ final class ProgressDisplay: @unchecked Sendable {
         if Console.level > .info { mode = .none }
         else if Console.format == .json { mode = .json }
         else { mode = interactive ? .bar : .lines }
+        if mode == .bar { Self.current.set(self) }
+    }
+
+    /// The bar on screen, if any: a signal's message first ends its line (`endLine`).
+    static let current = Current()
+
+    final class Current: @unchecked Sendable {
+        private let lock = NSLock()
+        private var display: ProgressDisplay?
+        func set(_ display: ProgressDisplay) { lock.lock(); self.display = display; lock.unlock() }
+        /// Ends the bar's line so that a message printed next starts on its own line.
+        func endLine() {
+            lock.lock()
+            let display = display
+            lock.unlock()
+            display?.endLine()
+        }
+    }
+
+    /// Moves below the bar (it is redrawn on the next line at the next update).
+    func endLine() {
+        lock.lock()
+        defer { lock.unlock() }
+        if interactive && drawn {
+            FileHandle.standardError.write(Data("\n".utf8))
+            drawn = false
+        }
     }
 
     func show(_ p: BackfillProgress) {
@@ -263,26 +290,33 @@ final class ProgressDisplay: @unchecked Sendable {
         switch mode {
         case .bar:
             let columns = POSIX.terminalColumns(STDERR_FILENO) ?? 80
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, done: p.done, total: p.total, columns: columns))".utf8))
+            let compact = String(format: "%d/%d %.0f%% ETA %@", p.done, p.total, percent, eta) + (p.failed > 0 ? " failed \(p.failed)" : "")
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, compact: compact, done: p.done, total: p.total, columns: columns))".utf8))
             drawn = true
         case .lines where p.done < p.total:
             FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
         case .json where p.done < p.total:
             Console.logger.info("progress", metadata: [
-                "snap.done": "\(p.done)", "snap.total": "\(p.total)", "snap.failed": "\(p.failed)",
-                "snap.images_per_s": "\(String(format: "%.1f", p.rate))", "snap.eta_s": "\(p.eta.map { String(Int($0.rounded())) } ?? "")"])
+                "snap.done": .number(p.done), "snap.total": .number(p.total), "snap.failed": .number(p.failed),
+                "snap.images_per_s": .number(p.rate), "snap.eta_s": p.eta.map { .number(Int($0.rounded())) } ?? .string("")])
         default: break
         }
     }
 
     /// `[####....] stats`, never wider than `columns - 1` (a full-width line makes some terminals wrap):
-    /// the bar shrinks first, then the statistics are cut.
-    static func barLine(stats: String, done: Int, total: Int, columns: Int) -> String {
+    /// the bar shrinks to 10, then the `compact` statistics (count, percent, ETA, failures) take
+    /// the full ones' place, then the bar shrinks to 5, and only then are the statistics cut.
+    static func barLine(stats: String, compact: String? = nil, done: Int, total: Int, columns: Int) -> String {
         let room = columns - 1
-        let width = min(30, room - stats.count - 3)
-        guard width >= 5 else { return String(stats.prefix(max(0, room))) }
-        let filled = total > 0 ? width * min(done, total) / total : width
-        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] " + stats
+        func bar(_ width: Int, _ text: String) -> String {
+            let filled = total > 0 ? width * min(done, total) / total : width
+            return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] " + text
+        }
+        for (text, least) in [(stats, 10), (compact ?? stats, 5)] {
+            let width = min(30, room - text.count - 3)
+            if width >= least { return bar(width, text) }
+        }
+        return String((compact ?? stats).prefix(max(0, room)))
     }
 
     func clearLine() {

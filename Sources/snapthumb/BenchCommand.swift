@@ -29,13 +29,13 @@ struct BenchCommand: ParsableCommand {
     @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Images at once, on every side. [default: number of cores]", valueName: "n"))
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
 
-    @Option(name: .long, help: ArgumentHelp("Rounds, alternating the sides; medians are reported. [default: 1]", valueName: "k"))
-    var `repeat`: Int = 1
+    @Option(name: .long, help: ArgumentHelp("Rounds, alternating the sides; medians and the spread over rounds are reported (one round on a busy VM can be off by half). [default: 3]", valueName: "k"))
+    var `repeat`: Int = 3
 
     @Flag(name: .long, help: "Also run every side at one job and report jobs N over jobs 1.")
     var scaling = false
 
-    @Option(name: .long, help: ArgumentHelp("Another reference to run side by side: pillow (needs python3 with Pillow).", valueName: "tool"))
+    @Option(name: .long, help: ArgumentHelp("References to run side by side: vipsthumbnail, floor (each JPEG decoded at 1/4 by libjpeg-turbo, nothing else), pillow (needs python3 with Pillow). Repeat the option for several. [default: all three; pillow when it is installed]", valueName: "tool"))
     var against: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Where SnapThumb processes images: processes or threads (as in backfill). [default: processes]", valueName: "mode"))
@@ -88,18 +88,22 @@ struct BenchCommand: ParsableCommand {
     func run() throws {
         try logging.bootstrap()
         let pipeline = try pipelineOptions.pipeline()
-        if let reason = ReferenceTool.vipsthumbnail.unavailableReason {
-            printError("bench: \(reason)")
-            throw ExitCode(1)
-        }
-        var references: [ReferenceTool] = [.vipsthumbnail]
-        if !against.isEmpty {
-            if let reason = ReferenceTool.pillow.unavailableReason {
-                printError("bench: \(reason); continuing without it")
-            } else {
-                references.append(.pillow)
+        var references: [ReferenceTool] = []
+        for name in against.isEmpty ? ReferenceTool.allCases.map(\.rawValue) : against {
+            guard let tool = ReferenceTool(rawValue: name) else {
+                printError("bench: --against \(name): expected \(ReferenceTool.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ExitCode(2)
             }
+            if let reason = tool.unavailableReason {
+                // vipsthumbnail asked for by name (or by default) must be there; Pillow is optional.
+                printError("bench: \(reason)\(tool == .pillow ? "; continuing without it" : "")")
+                if tool == .pillow { continue }
+                throw ExitCode(1)
+            }
+            if !references.contains(tool) { references.append(tool) }
         }
+        // vipsthumbnail first, the floor next: the table reads top-down from the peer to the floor.
+        references.sort { ReferenceTool.allCases.firstIndex(of: $0)! < ReferenceTool.allCases.firstIndex(of: $1)! }
 
         let files: [FileWalker.Entry]
         do { files = try FileWalker.regularFiles(under: directory).files } catch let error as SnapError {
@@ -115,7 +119,7 @@ struct BenchCommand: ParsableCommand {
             jobs: jobs, repeats: self.repeat, scaling: scaling,
             isolation: isolation == "threads" ? .threads : .processes(executable: selfExecutable),
             references: references, keepStore: keepStore, tempDirectory: tempDir,
-            confineCPUs: confineCPUs)
+            confineCPUs: confineCPUs, executable: selfExecutable)
         printError("bench: \(files.count) files under \(directory), jobs \(jobs), \(self.repeat) round(s), sides: snapthumb \(references.map(\.rawValue).joined(separator: " "))")
         let report: BenchReport
         do {

@@ -52,8 +52,8 @@ struct ConfigCommand: ParsableCommand {
         rows.append(("log.level", level.rawValue, logSource(flag: logging.levelFlag != nil ? "--log-level" : nil, env: "SNAPTHUMB_LOG_LEVEL", key: "level", layers)))
 
         if json {
-            var object: [String: [String: String]] = [:]
-            for row in rows { object[row.name] = ["value": row.value, "source": row.source] }
+            var object: [String: [String: JSONValue]] = [:]
+            for row in rows { object[row.name] = ["value": Self.typed(row.name, row.value), "source": .string(row.source)] }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             printOut(String(decoding: try encoder.encode(object), as: UTF8.self))
@@ -66,6 +66,36 @@ struct ConfigCommand: ParsableCommand {
             let value = row.value.count >= valueWidth ? row.value : row.value.padding(toLength: valueWidth, withPad: " ", startingAt: 0)
             printOut("\(name)  \(value)  (\(row.source))")
         }
+    }
+
+    /// A value of `config --json` as the config file writes it: counts are numbers, switches
+    /// booleans, an absent budget, file or shard null, the rest (durations, names, chroma) strings.
+    enum JSONValue: Encodable, Equatable {
+        case string(String), number(Int), bool(Bool), null
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .string(let s): try container.encode(s)
+            case .number(let n): try container.encode(n)
+            case .bool(let b): try container.encode(b)
+            case .null: try container.encodeNil()
+            }
+        }
+    }
+
+    /// Settings whose digits are a name, not a number (`"chroma": "444"`).
+    static let textual: Set<String> = ["pipeline.square.chroma", "watch.workerId", "store.path", "config"]
+    /// Settings shown as `none` (or `(none)`) when unset.
+    static let nullable: Set<String> = ["pipeline.square.budget", "pipeline.pixel.budget", "pipeline.pixel.gridBudget",
+                                        "backfill.report", "backfill.shard", "watch.metricsFile", "store.path"]
+
+    static func typed(_ name: String, _ value: String) -> JSONValue {
+        if nullable.contains(name), value == "none" || value == "(none)" { return .null }
+        if textual.contains(name) { return .string(value) }
+        if value == "true" || value == "false" { return .bool(value == "true") }
+        if let number = Int(value) { return .number(number) }
+        return .string(value)
     }
 
     private func logSource(flag: String?, env: String, key: String, _ layers: ConfigLayers) -> String {

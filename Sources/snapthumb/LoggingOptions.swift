@@ -2,13 +2,14 @@ import ArgumentParser
 import Foundation
 import Logging
 import SnapThumbCore
+import VipsKit
 
 /// `--log-format`, `--log-level`, `-q` and `-v`, on every subcommand.
 struct LoggingOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("text, or json (one object per line, for log shippers). [default: text; env SNAPTHUMB_LOG_FORMAT]", valueName: "format"))
+    @Option(name: .long, help: ArgumentHelp("text, or json (one object per line, for log shippers). [default: text; env SNAPTHUMB_LOG_FORMAT]", valueName: "format"), completion: Completions.logFormat)
     var logFormat: String?
 
-    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info; env SNAPTHUMB_LOG_LEVEL]", valueName: "level"))
+    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. [default: info; env SNAPTHUMB_LOG_LEVEL]", valueName: "level"), completion: Completions.logLevel)
     var logLevel: String?
 
     @Flag(name: [.customShort("q"), .long], help: "Only failures and errors (the same as --log-level warning).")
@@ -77,6 +78,7 @@ enum Console {
         var format = LogFormat.text
         var level = Logger.Level.info
         var logger = Logger(label: "snapthumb")
+        var deferred: [String] = []
     }
 
     static func configure(format: LogFormat, level: Logger.Level) {
@@ -89,6 +91,23 @@ enum Console {
         s.lock.lock()
         s.logger = Logger(label: "snapthumb")
         s.lock.unlock()
+        flushDeferred()
+    }
+
+    /// Warnings found before logging is set up (unknown SNAPTHUMB_* variables): said once, in
+    /// the log format, when a command configures logging, or at exit by one that does not.
+    static func `defer`(_ warnings: [String]) {
+        state.lock.lock()
+        state.deferred += warnings
+        state.lock.unlock()
+    }
+
+    static func flushDeferred() {
+        state.lock.lock()
+        let warnings = state.deferred
+        state.deferred = []
+        state.lock.unlock()
+        for warning in warnings { say(warning, event: "warning", level: .warning, metadata: ["snap.warning": "\(warning)"]) }
     }
 
     static var format: LogFormat { state.lock.lock(); defer { state.lock.unlock() }; return state.format }
@@ -110,7 +129,28 @@ enum Console {
         if format == .json {
             logger.log(level: eventLevel, "\(event ?? text)", metadata: metadata)
         } else if level <= eventLevel {
-            printError(text)
+            printError(wrapped(text))
         }
+    }
+
+    /// On a terminal, lines longer than its width are wrapped at spaces (continuations indented),
+    /// so a summary never breaks mid-word; elsewhere text is left as it is.
+    static func wrapped(_ text: String, columns: Int? = isatty(STDERR_FILENO) == 1 ? POSIX.terminalColumns(STDERR_FILENO) : nil) -> String {
+        guard let columns, columns >= 20 else { return text }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            var out: [String] = []
+            var current = ""
+            for word in line.split(separator: " ", omittingEmptySubsequences: false) {
+                let candidate = current.isEmpty ? String(word) : current + " " + word
+                if candidate.count <= columns - 1 || current.trimmingCharacters(in: .whitespaces).isEmpty {
+                    current = candidate
+                } else {
+                    out.append(current)
+                    current = "  " + word
+                }
+            }
+            out.append(current)
+            return out.joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 }

@@ -13,13 +13,13 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Side of the square JPEG thumbnail, pixels. [default: 100]", valueName: "px"))
     var squareSize: String?
 
-    @Option(name: .long, help: ArgumentHelp("How the square is cut: centre (or center) or attention (libvips' interest measure). [default: centre]", valueName: "mode"))
+    @Option(name: .long, help: ArgumentHelp("How the square is cut: centre (or center) or attention (libvips' interest measure). [default: centre]", valueName: "mode"), completion: Completions.crop)
     var crop: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of the square JPEG, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of the square JPEG, or 'none'. [default: 4096]", valueName: "bytes"), completion: Completions.budget)
     var budget: String?
 
-    @Option(name: .long, help: ArgumentHelp("What budgets count: bytes, or inline (base64 length, for push payloads). [default: bytes]", valueName: "mode"))
+    @Option(name: .long, help: ArgumentHelp("What budgets count: bytes, or inline (base64 length, for push payloads). [default: bytes]", valueName: "mode"), completion: Completions.budgetMode)
     var budgetMode: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("In --budget-mode inline: bytes of the whole push payload the square travels in (APNs: 4096). [default: 4096]", valueName: "bytes"))
@@ -28,7 +28,7 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("In --budget-mode inline: payload bytes kept for everything but the thumbnail (a Live Activity start payload's fields, names, caption, alert). [default: \(Settings.defaultPayloadReserve)]", valueName: "bytes"))
     var payloadReserve: String?
 
-    @Option(name: .long, help: ArgumentHelp("A key that already has a manifest of other source bytes: refuse (failure 'conflict') or replace. [default: refuse]", valueName: "action"))
+    @Option(name: .long, help: ArgumentHelp("A key that already has a manifest of other source bytes: refuse (failure 'conflict') or replace. [default: refuse]", valueName: "action"), completion: Completions.onConflict)
     var onConflict: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lowest JPEG quality before the thumbnail counts as degraded. [default: 40]", valueName: "q"))
@@ -37,14 +37,17 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Highest JPEG quality tried. [default: 100]", valueName: "q"))
     var qualityMax: String?
 
-    @Option(name: .long, help: ArgumentHelp("Chroma subsampling of the square JPEG: 444 (full) or 420 (halved). [default: 444]", valueName: "444|420"))
+    @Option(name: .long, help: ArgumentHelp("Chroma subsampling of the square JPEG: 444 (full) or 420 (halved). [default: 444]", valueName: "444|420"), completion: Completions.chroma)
     var chroma: String?
 
-    @Option(name: .long, help: ArgumentHelp("Also make the square in a modern format, for clients that decode it (iOS 16+): avif or heic (4:4:4, the same pixels and budget as the JPEG; manifest variant square100-avif or square100-heic), or none. [default: none]", valueName: "avif|heic|none"))
+    @Option(name: .long, help: ArgumentHelp("Also make the square in a modern format, for clients that decode it (iOS 16+): avif or heic (4:4:4, the same pixels and budget as the JPEG; manifest variant square100-avif or square100-heic), or none. [default: none]", valueName: "avif|heic|none"), completion: Completions.modern)
     var modern: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("CPU effort of the --modern encoder, 0–9 (libaom speed 9 − effort; HEIC ignores it). [default: \(Settings.SquareSettings.defaultModernEffort)]", valueName: "0-9"))
     var modernEffort: String?
+
+    @Option(name: .long, help: ArgumentHelp("Pixel-art style: drawn (each cell's representative colour, contrast and chroma lifted, OKLab palette), soft (block means, the look before 0.10), retro (PICO-8 unless --palette names another fixed palette, ordered dither, outline). [default: drawn]", valueName: "drawn|soft|retro"), completion: Completions.pixelStyle)
+    var pixelStyle: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art grid: pixel25 is grid×grid cells. [default: 25]", valueName: "cells"))
     var grid: String?
@@ -52,19 +55,19 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pixel-art palette size, 2–256. [default: 16]", valueName: "n"))
     var colours: String?
 
-    @Option(name: .long, help: ArgumentHelp("adaptive (libimagequant), pico8, gameboy, mono, or a list like '#000000,#FFFFFF'. [default: adaptive]", valueName: "palette"))
+    @Option(name: .long, help: ArgumentHelp("adaptive (libimagequant), pico8, gameboy, mono, or a list like '#000000,#FFFFFF'. [default: adaptive]", valueName: "palette"), completion: Completions.palette)
     var palette: String?
 
-    @Flag(name: .long, inversion: .prefixedNo, help: "Floyd–Steinberg dithering in the pixel art. [default: off]")
+    @Flag(name: .long, inversion: .prefixedNo, help: "Dithering in the pixel art: ordered (Bayer) in the drawn and retro styles, Floyd–Steinberg in soft. [default: off]")
     var dither: Bool?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("pixel100 = pixel25 enlarged by this factor (nearest neighbour). [default: 4]", valueName: "n"))
     var pixelScale: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel100, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel100, or 'none'. [default: 4096]", valueName: "bytes"), completion: Completions.budget)
     var pixelBudget: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel25, or 'none'. [default: 4096]", valueName: "bytes"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of pixel25, or 'none'. [default: 4096]", valueName: "bytes"), completion: Completions.budget)
     var gridBudget: String?
 
     @Option(name: .long, help: ArgumentHelp("Colour behind transparent pixels. [default: #0A0A1A]", valueName: "#RRGGBB"))
@@ -79,7 +82,7 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lower pixel limit for images decoded whole: HEIC/AVIF, progressive JPEG, interlaced PNG (too-large). [default: 50000000]", valueName: "pixels"))
     var maxPixelsFullDecode: String?
 
-    @Option(name: .long, help: ArgumentHelp("Decoder strictness: truncated, error or warning (refuses damaged files). [default: warning]", valueName: "level"))
+    @Option(name: .long, help: ArgumentHelp("Decoder strictness: truncated, error or warning (refuses damaged files). [default: warning]", valueName: "level"), completion: Completions.failOn)
     var failOn: String?
 
     /// One pipeline setting: its flag, its name in the file's pipeline section, how to apply a
@@ -142,6 +145,9 @@ struct PipelineOptions: ParsableArguments {
             }, show: { $0.square.modern?.rawValue ?? "none" }),
             Entry(flag: "modern-effort", key: "square.modernEffort", given: modernEffort, apply: count(0) { $0.square.modernEffort = $1 },
                   show: { "\($0.square.modernEffort)" }),
+            Entry(flag: "pixel-style", key: "pixel.style", given: pixelStyle, apply: { settings, text, source in
+                settings.pixel.style = try Settings.PixelStyle.parse(text, source: "\(source)")
+            }, show: { $0.pixel.style.rawValue }),
             Entry(flag: "grid", key: "pixel.grid", given: grid, apply: count(1) { $0.pixel.grid = $1 }, show: { "\($0.pixel.grid)" }),
             Entry(flag: "colours", key: "pixel.colours", given: colours, apply: count(1) { $0.pixel.colours = $1 }, show: { "\($0.pixel.colours)" }),
             Entry(flag: "palette", key: "pixel.palette", given: palette, apply: { settings, text, source in
@@ -201,9 +207,28 @@ struct PipelineOptions: ParsableArguments {
                 }
             }
             try settings.validate()
-        } catch let error as SnapError { throw ValidationError(error.message) }
+        } catch let error as SnapError { throw ValidationError(culprit(of: error, layers) ?? error.message) }
         let shown = zip(entries, report).map { entry, item in (name: "pipeline.\(item.0)", value: entry.show(settings), source: item.1) }
         return (settings, shown)
+    }
+
+    /// The message of a failed validation prefixed by where the bad value came from
+    /// (`--colours: pixel colours must be 2–256 (got 1)`), when one setting alone fails it.
+    func culprit(of error: SnapError, _ layers: ConfigLayers) -> String? {
+        for entry in entries {
+            guard let (text, source) = layers.lookup(entry.flag) else { continue }
+            var alone = Settings()
+            guard (try? entry.apply(&alone, text, source)) != nil else { continue }
+            do { try alone.validate() } catch let other as SnapError where other.message == error.message {
+                return "\(source): \(error.message)"
+            } catch {}
+        }
+        if let file = layers.file {
+            do { try file.pipeline.validate() } catch let other as SnapError where other.message == error.message {
+                return "config file \(file.path): \(error.message)"
+            } catch {}
+        }
+        return nil
     }
 
     /// The validated settings.

@@ -45,7 +45,7 @@ struct ProcessCommand: ParsableCommand {
         for file in files {
             if interruption.signal != nil { break }
             do {
-                let key = (file as NSString).lastPathComponent
+                let key = PathBytes.lastComponent(file)
                 let upload = try pipeline.process(file: file, key: key)
                 switch try store.commit(upload) {
                 case .created: break
@@ -69,7 +69,7 @@ struct ProcessCommand: ParsableCommand {
         }
         if let signal = interruption.signal {
             Console.say("process: interrupted: \(done) of \(files.count) file(s) done; \(files.count - done) not started", event: "interrupted",
-                        level: .warning, metadata: ["snap.done": "\(done)", "snap.not_started": "\(files.count - done)"])
+                        level: .warning, metadata: ["snap.done": .number(done), "snap.not_started": .number(files.count - done)])
             throw ExitCode(128 + signal)
         }
         if failed { throw ExitCode(1) }

@@ -19,6 +19,8 @@ enum Signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {
+                // The message gets its own line, not the end of the progress bar's.
+                ProgressDisplay.current.endLine()
                 if interruption.signal != nil {
                     printError("\(what): second signal: stopping now")
                     exit(128 + sig)

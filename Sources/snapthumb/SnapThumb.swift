@@ -22,17 +22,20 @@ struct SnapThumb: ParsableCommand {
 
         Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, unreadable, io, conflict, timeout, poison, internal, store (a bucket store failed after retries: run again).
 
-        Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); see README.
+        Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); Scripts/install.sh installs them and this page as snapthumb(1).
 
         Examples:
           snapthumb process snap.jpg --store ./store
           snapthumb backfill ./uploads --store ./store --report failures.json
           snapthumb verify ./store
           snapthumb watch /srv/uploads --store ./store
+          snapthumb ls ./store && snapthumb get ./store snap.jpg --output snap-thumb.jpg
+          snapthumb gc ./store --dry-run
         """,
         version: SnapThumbVersion.current,
         subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, ConsumeCommand.self, BenchCommand.self,
-                      ConfigCommand.self, VersionCommand.self, WorkerCommand.self]
+                      ConfigCommand.self, VersionCommand.self, WorkerCommand.self, DecodeFloorCommand.self,
+                      LsCommand.self, GetCommand.self, GcCommand.self]
     )
 }
 
@@ -42,6 +45,9 @@ enum Main {
         // Every command may process images for hours (watch, worker, backfill): keep RSS flat.
         POSIX.fixMallocMmapThreshold()
         var parsed: (any ParsableCommand.Type)?
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        // A worker process inherits its parent's environment: the parent has warned already.
+        if arguments.first != "worker" { Console.defer(Suggestions.unknownEnvironment(ProcessInfo.processInfo.environment)) }
         do {
             var command = try SnapThumb.parseAsRoot()
             parsed = type(of: command)
@@ -51,8 +57,12 @@ enum Main {
                 try command.run()
             }
         } catch {
-            exit(handle(error, command: parsed))
+            let status = handle(error, command: parsed)
+            if parsed == nil, status == 2, let hint = Suggestions.subcommand(for: arguments) { printError(hint) }
+            Console.flushDeferred()
+            exit(status)
         }
+        Console.flushDeferred()
         exit(0)
     }
 

@@ -12,10 +12,48 @@ enum StoreArgument {
 
     static let help = "Store: a directory (created if missing) or s3://BUCKET/PREFIX (credentials and endpoint from the AWS_* environment variables; see README, Storing in a bucket)."
 
-    /// A usage error (exit 2) for anything that is neither a path nor an s3 URL.
+    /// A usage error (exit 2) for anything that is neither a path nor an s3 URL,
+    /// and for a path that exists but is not a directory (a store is created only where nothing is).
     static func validate(_ argument: String) throws {
         do { try StoreLocation.check(argument) } catch let error as SnapError {
             throw ValidationError("--store: \(error.message)")
+        }
+        if !S3Configuration.isS3URL(argument), let isDirectory = isDirectory(argument), !isDirectory {
+            throw ValidationError("--store: \(argument) is a file, not a directory; a store is a directory (or s3://BUCKET/PREFIX)")
+        }
+    }
+
+    /// For commands that read a store (`verify`, `ls`, `get`, `gc`): a usage error
+    /// (exit 2) unless it is an s3 URL or an existing directory; nothing is created.
+    static func validateExisting(_ argument: String) throws {
+        do { try StoreLocation.check(argument) } catch let error as SnapError {
+            throw ValidationError("<store>: \(error.message)")
+        }
+        guard !S3Configuration.isS3URL(argument) else { return }
+        switch isDirectory(argument) {
+        case nil: throw ValidationError("<store>: \(argument) does not exist")
+        case false?: throw ValidationError("<store>: \(argument) is a file, not a store directory")
+        case true?: return
+        }
+    }
+
+    /// Whether the path (symlinks followed) is a directory; nil when nothing is there.
+    static func isDirectory(_ path: String) -> Bool? {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return nil }
+        return isDirectory.boolValue
+    }
+
+    /// A store to read (`ls`, `get`, `gc`): a bucket (access checked once) or an existing
+    /// directory store; a directory that is not a store is a usage error (exit 2).
+    static func openInventory(_ argument: String) throws -> any StoreInventory {
+        if S3Configuration.isS3URL(argument) {
+            guard let bucket = try open(argument) as? S3Store else { throw ExitCode(2) }
+            return bucket
+        }
+        do { return try DirectoryInventory(root: argument) } catch let error as SnapError {
+            printError("Error: \(error.message)")
+            throw ExitCode(2)
         }
     }
 
@@ -26,7 +64,7 @@ enum StoreArgument {
             return try StoreLocation.open(argument, onConflict: onConflict, logger: logger)
         } catch let error as SnapError {
             // Messages from the bucket backend already start with the store's URL.
-            let message = error.message.hasPrefix("s3://") ? error.message : "\(argument): \(error.message)"
+            let message = error.message.hasPrefix("s3://") ? error.message : "\(RedactedURL.text(argument)): \(error.message)"
             printError("\(error.code.rawValue): \(message)")
             throw ExitCode(error.code == .config ? 2 : 1)
         }

@@ -8,13 +8,13 @@ struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check a store: re-hash every blob, validate every manifest and the blobs it names.",
-        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any. Stray temp files (left by a process that stopped mid-write) are warnings on stderr, 'warning: <path>: …', and do not change the exit status. A bucket store (s3://BUCKET/PREFIX) is listed and every object read; blobs no manifest names are printed as warnings on stderr ('orphan: <url>') and are not problems. A missing bucket or refused credentials exit 2."
+        discussion: "Prints each problem as '<path>: <problem>' and exits 1 if there is any. Stray temp files (left by a process that stopped mid-write) are warnings on stderr, 'warning: <path>: …', and do not change the exit status. A bucket store (s3://BUCKET/PREFIX) is listed and every object read; blobs no manifest names are printed as warnings on stderr ('orphan: <url>') and are not problems. A store that does not exist, a missing bucket or refused credentials exit 2."
     )
 
     @Argument(help: ArgumentHelp("Store directory or s3://BUCKET/PREFIX.", valueName: "store"))
     var store: String
 
-    func validate() throws { try StoreArgument.validate(store) }
+    func validate() throws { try StoreArgument.validateExisting(store) }
 
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
@@ -48,7 +48,7 @@ struct VerifyCommand: ParsableCommand {
         var verdict = problems.isEmpty ? "ok" : "\(problems.count) problem(s)"
         if !warnings.isEmpty { verdict += ", \(warnings.count) warning(s)" }
         Console.say("verify: \(blobs) blobs, \(manifests) manifests: \(verdict)", event: "verify finished", metadata: [
-            "snap.blobs": "\(blobs)", "snap.manifests": "\(manifests)", "snap.problems": "\(problems.count)", "snap.warnings": "\(warnings.count)"])
+            "snap.blobs": .number(blobs), "snap.manifests": .number(manifests), "snap.problems": .number(problems.count), "snap.warnings": .number(warnings.count)])
         if !problems.isEmpty { throw ExitCode(1) }
     }
 }

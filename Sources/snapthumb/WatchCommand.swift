@@ -12,7 +12,7 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
         Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in; files written in place are taken once stable for --settle). Each is claimed by an atomic rename into processing/<worker-id>/, so several workers can share one directory. After its manifest is published the source moves to done/ (or is deleted: --after-success delete); a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store full or read-only) go back to incoming/ and are retried with backoff.
 
-        The upload directory must exist (exit 2 otherwise) unless --create is given; so must the --metrics-file's directory. A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
+        The upload directory must exist (exit 2 otherwise) unless --create is given. When the --metrics-file's directory does not exist (no node_exporter on the host), watch warns once and runs without the metrics file. A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
 
         SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
 
@@ -59,7 +59,7 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Deaths of the child process that processes a dead worker's upload alone before it is quarantined as 'poison'. [default: 3]", valueName: "n"))
     var maxAttempts: String?
 
-    @Option(name: .long, help: ArgumentHelp("What happens to a processed source: move (to done/) or delete. [default: move]", valueName: "action"))
+    @Option(name: .long, help: ArgumentHelp("What happens to a processed source: move (to done/) or delete. [default: move]", valueName: "action"), completion: Completions.afterSuccess)
     var afterSuccess: String?
 
     @Option(name: .long, help: ArgumentHelp("How long done/ keeps sources; 0 keeps them forever. [default: 7d]", valueName: "duration"))
@@ -119,16 +119,24 @@ struct WatchCommand: AsyncParsableCommand {
             }
             return c
         } catch let error as WatchConfigError {
+            // An unknown key in the file's watch section: name its line and column.
+            if let file = layers.file, let match = error.description.firstMatch(of: /unknown setting (watch\.[A-Za-z0-9_]+)/) {
+                throw ValidationError(error.description.replacingOccurrences(of: "config file \(file.path):", with: "config file \(file.place(String(match.1))):"))
+            }
             throw ValidationError(error.description)
         }
     }
 
     func run() async throws {
-        let config = try watchConfiguration()
+        var config = try watchConfiguration()
         let pipeline = try pipelineOptions.pipeline()
 
         Console.configure(format: config.logFormat, level: config.logLevel)
         let logger = Logger(label: "snapthumb.watch")
+        if let missing = config.metricsDirectoryMissing {
+            logger.warning("no metrics file", metadata: ["snap.why": "\(missing)", "snap.file": "\(config.metricsFile ?? "")"])
+            config.metricsFile = nil
+        }
         let registry = WatchService.bootstrapMetrics()
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
         let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict, logger: logger)

@@ -43,7 +43,7 @@ struct BenchTests {
     func benchJSON() throws {
         let temp = Fixtures.tempDirectory("snapthumb-bench-test")
         defer { Fixtures.remove(temp) }
-        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "2", "--json", "--temp-dir", temp])
+        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "2", "--repeat", "1", "--json", "--temp-dir", temp])
         #expect(result.status == 0, "\(result.stderr)")
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         let doc = try #require(object, "stdout is one JSON object: \(result.stdout)")
@@ -56,6 +56,14 @@ struct BenchTests {
         #expect(number("peak_rss_bytes") > 0)
         #expect(number("encodes_mean") >= 1)
         #expect(number("over_budget") == 0)
+        // The floor decodes the JPEG samples only; SnapThumb spends more CPU per image than it.
+        let jpegs = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.filter {
+            (try? Fixtures.bytes($0.path).prefix(3)).map(Array.init) == [0xFF, 0xD8, 0xFF]
+        }.count
+        #expect(doc["floor_images"] as? Int == jpegs)
+        #expect(number("floor_cpu_ms_per_image") > 0)
+        #expect(number("floor_cpu_ratio") > 1)
+        #expect(number("vipsthumbnail_cpu_ratio") > 0)
         let images = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.count
         #expect(doc["images"] as? Int == images)
         let left = try FileManager.default.contentsOfDirectory(atPath: temp)
@@ -104,12 +112,12 @@ struct BenchTests {
     func benchConfinesOneJob() throws {
         let temp = Fixtures.tempDirectory("snapthumb-bench-test")
         defer { Fixtures.remove(temp) }
-        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--json", "--temp-dir", temp])
+        let result = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--repeat", "1", "--json", "--temp-dir", temp])
         #expect(result.status == 0, "\(result.stderr)")
         let doc = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let cpus = try #require(doc["cpus"] as? [String: [Int]], "\(doc["cpus"] ?? "no cpus key")")
         #expect(cpus == ["1": [CPUAffinity.allowed().first!]])
-        let free = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--json", "--no-confine-cpus", "--temp-dir", temp])
+        let free = try CLI.run(["bench", Fixtures.sample("snaps"), "--jobs", "1", "--repeat", "1", "--json", "--no-confine-cpus", "--temp-dir", temp])
         let freeDoc = try #require(try JSONSerialization.jsonObject(with: Data(free.stdout.utf8)) as? [String: Any])
         #expect((freeDoc["cpus"] as? [String: [Int]]) == [:])
     }

@@ -87,4 +87,68 @@ struct LoggingTests {
         #expect(verify.status == 0)
         #expect(verify.stderr.contains("\"msg\":\"verify finished\""))
     }
+
+    @Test("JSON: counts, measurements and switches are JSON numbers and booleans; text is unchanged; strings stay strings")
+    func jsonNumbers() throws {
+        let metadata: Logger.Metadata = ["snap.n": .number(23), "snap.seconds": .number(0.2345), "snap.ok": .flag(true),
+                                         "snap.key": "2026", "snap.nan": .number(Double.nan)]
+        let line = SnapLogHandler.line(format: .json, date: Date(timeIntervalSince1970: 0), level: .info, label: "l", message: "m", metadata: metadata)
+        #expect(line.hasSuffix(#""snap.key":"2026","snap.n":23,"snap.nan":null,"snap.ok":true,"snap.seconds":0.2}"#), "\(line)")
+        let text = SnapLogHandler.line(format: .text, date: Date(timeIntervalSince1970: 0), level: .info, label: "l", message: "m", metadata: metadata)
+        #expect(text.hasSuffix("snap.key=2026 snap.n=23 snap.nan=nan snap.ok=true snap.seconds=0.2"), "\(text)")
+    }
+
+    /// Every field of every JSON line whose value is a string that reads as a number or a boolean.
+    static func numbersAsStrings(_ stderr: String) throws -> [String] {
+        var found: [String] = []
+        for line in stderr.split(separator: "\n") {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+            func visit(_ key: String, _ value: Any) {
+                if let text = value as? String, Double(text) != nil || text == "true" || text == "false" { found.append("\(key)=\(text) in \(line)") }
+                if let nested = value as? [String: Any] { for (k, v) in nested { visit("\(key).\(k)", v) } }
+            }
+            for (key, value) in object { visit(key, value) }
+        }
+        return found
+    }
+
+    @Test("no JSON log value of backfill, process, verify or gc is a number written as a string")
+    func noNumbersAsStrings() throws {
+        let store = Fixtures.tempDirectory()
+        defer { Fixtures.remove(store) }
+        let input = Fixtures.tempDirectory("snapthumb-in")
+        defer { Fixtures.remove(input) }
+        for name in ["phone-portrait.jpg", "tiny.png"] { try FileManager.default.copyItem(atPath: Fixtures.sample("snaps/\(name)"), toPath: "\(input)/\(name)") }
+        try FileManager.default.copyItem(atPath: Fixtures.sample("bad/truncated.jpg"), toPath: "\(input)/broken.jpg")
+        let backfill = try CLI.run(["backfill", input, "--store", store, "--log-format", "json", "--progress-interval", "0.01", "--jobs", "1"])
+        #expect(backfill.status == 1)
+        #expect(try Self.numbersAsStrings(backfill.stderr) == [])
+        let summary = try #require(backfill.stderr.split(separator: "\n").last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        #expect(summary["snap.processed"] as? Int == 2 && summary["snap.interrupted"] as? Bool == false && summary["snap.seconds"] is Double)
+        #expect((summary["snap.failed_by_code"] as? [String: Int]) == ["corrupt": 1])
+        for arguments in [["verify", store], ["gc", store, "--dry-run"], ["process", Fixtures.sample("snaps/tiny.png"), "--store", store]] {
+            let result = try CLI.run(arguments + ["--log-format", "json", "--log-level", "debug"])
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            #expect(try Self.numbersAsStrings(result.stderr) == [], "\(arguments)")
+        }
+    }
+
+    @Test("config --json: numbers, booleans and null as JSON types; durations and names as strings")
+    func configJSON() throws {
+        let result = try CLI.run(["config", "--json", "--budget", "none", "--jobs", "3"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: [String: Any]])
+        func value(_ name: String) -> Any? { object[name]?["value"] }
+        #expect(value("pipeline.square.qualityMax") as? Int == 100)
+        #expect(value("pipeline.pixel.dither") as? Bool == false)
+        #expect(value("pipeline.square.budget") is NSNull)
+        #expect(value("pipeline.pixel.budget") as? Int == 4096)
+        #expect(value("pipeline.square.chroma") as? String == "444")
+        #expect(value("backfill.jobs") as? Int == 3)
+        #expect(value("watch.drainTimeout") as? String == "25s")
+        #expect(value("watch.poll") as? Bool == false)
+        #expect(object["backfill.jobs"]?["source"] as? String == "--jobs")
+        let text = try CLI.run(["config", "--budget", "none"])
+        #expect(text.stdout.contains("pipeline.square.budget") && text.stdout.contains("none"))
+    }
 }

@@ -305,3 +305,29 @@ struct ModernSquareTests {
                 "\(report.problems)")
     }
 }
+
+@Suite("Modern square colour box")
+struct ModernColourBoxTests {
+    @Test("the AVIF colour box declares sRGB: nclx primaries 1, transfer 13, BT.601 matrix, full range")
+    func declaresSRGB() throws {
+        let codec = HEIF.Codec.avif
+        let bytes = try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))
+        for budget in [1500, 4096] {
+            let upload = try Fixtures.process(bytes) { $0.square.modern = codec; $0.square.budget = budget }
+            let heif = Fixtures.blob(upload, "square100-\(codec.rawValue)")
+            let colr = try #require(HEIFBoxes(bytes: heif).payload("colr").map(Array.init))
+            #expect(Array(colr.prefix(4)) == Array("nclx".utf8))
+            #expect(Array(colr[4..<11]) == [0, 1, 0, 13, 0, 6, 0x80], "nclx \(colr[4..<11].map { $0 })")
+            #expect(HEIFColourBox.nclx(heif) == .init(primaries: 1, transfer: 13, matrix: 6, fullRange: true))
+            // The matrix and range are the ones the pixels were coded with: the decoded square
+            // is square100's colours (libvips decodes with the box's matrix).
+            let decoded = try Pixels(encoded: heif), jpeg = try Pixels(encoded: Fixtures.blob(upload, "square100"))
+            #expect(decoded.blockDifference(jpeg) < 6, "\(decoded.blockDifference(jpeg))")
+        }
+    }
+
+    @Test("a HEIF without an nclx box is refused, not published undeclared")
+    func noBox() {
+        #expect(throws: SnapError.self) { try HEIFColourBox.declaringSRGB(Array("not a heif file at all".utf8)) }
+    }
+}

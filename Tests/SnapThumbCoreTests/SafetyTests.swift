@@ -210,7 +210,7 @@ struct SafetyTests {
             ("{\n  \"square\": { \"budget\": 3000 },\n  \"square\": { \"size\": 64 }\n}\n", "duplicate key square"),
             ("{ \"square\": { \"budget\": 3000, \"budget\": 2000 } }", "duplicate key square.budget"),
             ("{ \"pixel\": [1, 2,] }", "trailing comma"),
-            ("{ \"square\": { \"budjet\": 3000 } }", "unknown setting \"budjet\" in square"),
+            ("{ \"square\": { \"budjet\": 3000 } }", "config.json:1:15: unknown setting square.budjet"),
         ]
         for (text, expected) in cases {
             try Data(text.utf8).write(to: URL(fileURLWithPath: "\(dir)/config.json"))

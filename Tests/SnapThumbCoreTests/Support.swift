@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SnapThumbCore
 import VipsKit
+import SnapThumbVerify
 
 /// Paths and helpers shared by the tests.
 enum Fixtures {
@@ -30,10 +31,18 @@ enum Fixtures {
         return try Pipeline(settings: settings)
     }
 
-    /// Runs the pipeline on bytes.
+    /// Runs the pipeline on bytes. Every manifest a test makes this way is also
+    /// checked against the published JSON Schema, so that the writer and the schema
+    /// cannot drift apart on any input the suite uses.
     static func process(_ bytes: [UInt8], key: String = "test.jpg", _ edit: (inout Settings) -> Void = { _ in }) throws -> ProcessedUpload {
-        try pipeline(edit).process(SourceBuffer(bytes), key: key)
+        let upload = try pipeline(edit).process(SourceBuffer(bytes), key: key)
+        let problems = schema.validate(upload.manifest.json(pretty: true))
+        #expect(problems == [], "manifest of \(key) fails the schema")
+        return upload
     }
+
+    /// The manifest schema SnapThumb ships (the same resource `verify` uses).
+    static let schema = try! ManifestSchema.validator()
 
     /// The blob of a variant.
     static func blob(_ upload: ProcessedUpload, _ variant: String) -> [UInt8] {

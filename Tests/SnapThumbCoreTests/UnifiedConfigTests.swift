@@ -49,21 +49,27 @@ struct UnifiedConfigTests {
                                 environment: ["SNAPTHUMB_PALETTE": "pico8", "SNAPTHUMB_POLL_INTERVAL": "3s",
                                               "SNAPTHUMB_ON_CONFLICT": "replace", "SNAPTHUMB_CREATE": "true"])
         #expect(shown.status == 0, "\(shown.stderr)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: [String: String]])
-        #expect(object["pipeline.square.budget"] == ["value": "3000", "source": "pipeline.square.budget in \(config)"])
-        #expect(object["pipeline.square.crop"] == ["value": "centre", "source": "pipeline.square.crop in \(config)"])
-        #expect(object["pipeline.square.qualityMax"] == ["value": "80", "source": "--quality-max"])
-        #expect(object["pipeline.pixel.palette"] == ["value": "pico8", "source": "SNAPTHUMB_PALETTE"])
-        #expect(object["pipeline.pixel.colours"] == ["value": "16", "source": "default"])
-        #expect(object["store.path"] == ["value": "\(dir)/store", "source": "store.path in \(config)"])
-        #expect(object["backfill.progressInterval"] == ["value": "500ms", "source": "backfill.progressInterval in \(config)"])
-        #expect(object["watch.drainTimeout"] == ["value": "20s", "source": "watch.drainTimeout in \(config)"])
-        #expect(object["watch.pollInterval"] == ["value": "3s", "source": "SNAPTHUMB_POLL_INTERVAL"])
-        #expect(object["watch.jobs"]?["value"] == "1")
-        #expect(object["pipeline.onConflict"] == ["value": "replace", "source": "SNAPTHUMB_ON_CONFLICT"])
-        #expect(object["pipeline.payloadLimit"] == ["value": "4096", "source": "default"])
-        #expect(object["watch.create"] == ["value": "true", "source": "SNAPTHUMB_CREATE"])
-        #expect(object["log.level"] == ["value": "warning", "source": "log.level in \(config)"])
+        // Values are typed as in the file (numbers, booleans, strings); issue 28.
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: [String: Any]])
+        func row(_ name: String) -> String {
+            guard let row = object[name], let data = try? JSONSerialization.data(withJSONObject: row, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "missing" }
+            return String(decoding: data, as: UTF8.self)
+        }
+        func expected(_ value: String, _ source: String) -> String { #"{"source":"\#(source)","value":\#(value)}"# }
+        #expect(row("pipeline.square.budget") == expected("3000", "pipeline.square.budget in \(config)"))
+        #expect(row("pipeline.square.crop") == expected(#""centre""#, "pipeline.square.crop in \(config)"))
+        #expect(row("pipeline.square.qualityMax") == expected("80", "--quality-max"))
+        #expect(row("pipeline.pixel.palette") == expected(#""pico8""#, "SNAPTHUMB_PALETTE"))
+        #expect(row("pipeline.pixel.colours") == expected("16", "default"))
+        #expect(row("store.path") == expected("\"\(dir)/store\"", "store.path in \(config)"))
+        #expect(row("backfill.progressInterval") == expected(#""500ms""#, "backfill.progressInterval in \(config)"))
+        #expect(row("watch.drainTimeout") == expected(#""20s""#, "watch.drainTimeout in \(config)"))
+        #expect(row("watch.pollInterval") == expected(#""3s""#, "SNAPTHUMB_POLL_INTERVAL"))
+        #expect(object["watch.jobs"]?["value"] as? Int == 1)
+        #expect(row("pipeline.onConflict") == expected(#""replace""#, "SNAPTHUMB_ON_CONFLICT"))
+        #expect(row("pipeline.payloadLimit") == expected("4096", "default"))
+        #expect(row("watch.create") == expected("true", "SNAPTHUMB_CREATE"))
+        #expect(row("log.level") == expected(#""warning""#, "log.level in \(config)"))
 
         let text = try CLI.run(["config", "--config", config])
         #expect(text.stdout.contains("pipeline.square.budget"))
@@ -161,5 +167,22 @@ struct CLIHabitTests {
         }
         #expect(ProgressDisplay.barLine(stats: stats, done: 1000, total: 2000, columns: 200).hasPrefix("[###############...............] "))
         #expect(ProgressDisplay.barLine(stats: stats, done: 1000, total: 2000, columns: 40) == String(stats.prefix(39)))
+        // Issue 28: a narrow terminal keeps a bar, with the compact statistics.
+        let compact = "1000/2000 50% ETA 0:02"
+        for columns in [10, 20, 30, 40, 60, 80, 200] {
+            let line = ProgressDisplay.barLine(stats: stats, compact: compact, done: 1000, total: 2000, columns: columns)
+            #expect(line.count <= columns - 1, "\(columns): \(line)")
+        }
+        #expect(ProgressDisplay.barLine(stats: stats, compact: compact, done: 1000, total: 2000, columns: 40) == "[#######.......] 1000/2000 50% ETA 0:02")
+        #expect(ProgressDisplay.barLine(stats: stats, compact: compact, done: 1000, total: 2000, columns: 80).hasSuffix("] " + stats))
+    }
+
+    @Test("issue 28: summaries wrap at spaces to the terminal's width, continuations indented")
+    func summaryWraps() {
+        let text = "backfill: 600 files: 598 processed, 0 skipped (already done), 2 failed in 123.4 s (4.9 images/s)\nmanifests: ./store/manifests/"
+        let wrapped = Console.wrapped(text, columns: 60)
+        for line in wrapped.split(separator: "\n") { #expect(line.count <= 59, "\(line)") }
+        #expect(wrapped.replacingOccurrences(of: "\n  ", with: " ") == text)
+        #expect(Console.wrapped(text, columns: nil) == text, "not a terminal: unchanged")
     }
 }

@@ -100,7 +100,9 @@ struct DeployFilesTests {
                 #expect(result.status == 0, "\(line) [index \(index)]: \(result.stderr)")
                 for event in result.stderr.split(separator: "\n") where event.contains("\"backfill finished\"") {
                     let object = try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any]
-                    processed += Int(object?["snap.processed"] as? String ?? "") ?? 0
+                    // A number (or, from older builds, a string).
+                    let value = object?["snap.processed"]
+                    processed += (value as? Int) ?? Int(value as? String ?? "") ?? 0
                 }
             }
         }

@@ -52,4 +52,19 @@ import Testing
         #expect(UploadName.parse("a.jpg") == ("a.jpg", 0))
         #expect(UploadName.with(key: "a.jpg", attempts: 1) == "a.jpg~attempt-1")
     }
+
+    /// One rule for the old `~attempt-<n>` marker: 1 to 9999, no sign, no leading
+    /// zero, something before it; anything else is part of the key.
+    @Test func attemptMarkerLimits() {
+        #expect(UploadName.parse("r.jpg~attempt-1") == ("r.jpg", 1))
+        #expect(UploadName.parse("r.jpg~attempt-9999") == ("r.jpg", 9999))
+        for literal in ["r.jpg~attempt-10000", "r.jpg~attempt-9223372036854775807", "y.jpg~attempt-99999999999999999999",
+                        "r.jpg~attempt-0", "r.jpg~attempt-007", "r.jpg~attempt-+5", "r.jpg~attempt--5", "r.jpg~attempt-",
+                        "~attempt-3", "r.jpg~attempt-3x", "r.jpg~attempt-\u{0663}"] {
+            #expect(UploadName.parse(literal) == (literal, 0), "\(literal)")
+        }
+        // Read by bytes: a combining mark after the '-' does not hide the marker's end.
+        #expect(UploadName.parse("\u{301}a.jpg~attempt-2") == ("\u{301}a.jpg", 2))
+        for n in [1, 3, 9999] { #expect(UploadName.parse(UploadName.with(key: "k.jpg", attempts: n)) == ("k.jpg", n)) }
+    }
 }

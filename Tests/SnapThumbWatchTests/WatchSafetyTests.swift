@@ -90,7 +90,7 @@ import SnapThumbCore
         #expect(worker.waitForExit(seconds: 60) == 0)
     }
 
-    @Test func aMissingUploadDirectoryOrMetricsDirectoryIsAStartUpError() throws {
+    @Test func aMissingUploadDirectoryIsAStartUpError() throws {
         let h = try WatchHarness()
         let missing = "\(h.root)/no-such-dir"
         func run(_ arguments: [String]) throws -> (Int32?, String) {
@@ -112,14 +112,28 @@ import SnapThumbCore
         #expect(message.contains("--create"))
         #expect(!FileManager.default.fileExists(atPath: missing), "nothing is created without --create")
 
-        let (metrics, metricsMessage) = try run(["watch", h.uploads, "--store", h.store, "--metrics-file", "\(missing)/snapthumb.prom"])
-        #expect(metrics == 2)
-        #expect(metricsMessage.contains("metrics file"))
-
         let created = try h.startElsewhere(missing)
         eventually("--create makes the upload directory") { FileManager.default.fileExists(atPath: "\(missing)/incoming") }
         created.signal(SIGTERM)
         #expect(created.waitForExit(seconds: 60) == 0)
+    }
+
+    /// Issue 28: the shipped unit lists node_exporter's textfile directory as optional; a host
+    /// without it must not restart-loop the worker.
+    @Test func aMissingMetricsDirectoryIsWarnedOnceAndTheWorkerRuns() throws {
+        let h = try WatchHarness()
+        let missing = "\(h.root)/no-textfile-dir"
+        let worker = try h.start(["--metrics-file", "\(missing)/snapthumb.prom", "--metrics-interval", "200ms"])
+        try h.drop("a.jpg", TestImages.jpeg(1))
+        eventually("the upload is processed") { FileManager.default.fileExists(atPath: "\(h.store)/manifests/a.jpg.json") }
+        try h.drop("b.jpg", TestImages.jpeg(2))
+        eventually("the second upload is processed") { FileManager.default.fileExists(atPath: "\(h.store)/manifests/b.jpg.json") }
+        #expect(worker.process.isRunning)
+        let warnings = worker.logText.split(separator: "\n").filter { $0.contains("metrics file") && $0.contains("does not exist") }
+        #expect(warnings.count == 1, "\(worker.logText)")
+        #expect(!FileManager.default.fileExists(atPath: missing), "the directory is not created")
+        worker.signal(SIGTERM)
+        #expect(worker.waitForExit(seconds: 60) == 0)
     }
 }
 

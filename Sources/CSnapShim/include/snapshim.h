@@ -205,8 +205,8 @@ void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate
 
 /* ==== The process (process.c) ==== */
 
-/* mallopt(M_MMAP_THRESHOLD): a fixed threshold also stops glibc raising it. */
-void snap_fix_mmap_threshold(int bytes);
+/* mallopt(M_MMAP_THRESHOLD) and (M_TRIM_THRESHOLD): a fixed threshold also stops glibc raising it. */
+void snap_fix_mmap_threshold(int bytes, int trim);
 /* Ask the kernel to SIGKILL this process when its parent dies (prctl
  * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
 int snap_die_with_parent(void);

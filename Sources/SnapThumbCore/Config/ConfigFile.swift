@@ -21,6 +21,17 @@ public struct ConfigFile: Sendable {
     public let pipelineKeys: Set<String>
     /// The scalar settings of the other sections, as text: `sections["watch"]?["drainTimeout"]`.
     public let sections: [String: [String: String]]
+    /// Where each key is in the file (`pipeline.square.budget` → 3:32), for messages.
+    public let positions: [String: StrictJSON.Position]
+
+    /// `<path>:<line>:<column>` of a key (dotted path), or the path alone when it is not known.
+    public func place(_ keyPath: String) -> String {
+        Self.place(path, positions, keyPath)
+    }
+
+    static func place(_ path: String, _ positions: [String: StrictJSON.Position], _ keyPath: String) -> String {
+        positions[keyPath].map { "\(path):\($0)" } ?? path
+    }
 
     /// The sections besides `pipeline`, with the settings each accepts.
     public static let knownSettings: [String: [String]] = [
@@ -33,8 +44,10 @@ public struct ConfigFile: Sendable {
     static let pipelineFields: Set<String> = ["limits", "failOn", "background", "budgetMode", "payloadLimit", "payloadReserve",
                                               "onConflict", "square", "pixel"]
 
-    public init(path: String, data: Data) throws {
+    public init(path: String, data: Data, positions: [String: StrictJSON.Position] = [:]) throws {
         self.path = path
+        self.positions = positions
+        func at(_ keyPath: String) -> String { Self.place(path, positions, keyPath) }
         let root: Any
         do { root = try JSONSerialization.jsonObject(with: data) } catch {
             throw SnapError(.config, "config file \(path) is not valid JSON")
@@ -68,19 +81,27 @@ public struct ConfigFile: Sendable {
                 var values: [String: String] = [:]
                 for (key, field) in scalars {
                     if let known = Self.knownSettings[name], !known.contains(key) {
-                        throw SnapError(.config, "config file \(path): unknown setting \(name).\(key); known settings are \(known.joined(separator: ", "))")
+                        throw SnapError(.config, "config file \(at("\(name).\(key)")): unknown setting \(name).\(key); known settings are \(known.joined(separator: ", "))")
                     }
                     values[key] = field.text
                 }
                 sections[name] = values
             default:
-                throw SnapError(.config, "config file \(path): unknown section \"\(name)\"; sections are pipeline, store, watch, backfill, log")
+                throw SnapError(.config, "config file \(at(name)): unknown section \"\(name)\"; sections are pipeline, store, watch, backfill, log")
             }
         }
         do {
             let data = try JSONSerialization.data(withJSONObject: pipelineObject)
             pipeline = try JSONDecoder().decode(Settings.self, from: data)
         } catch let error as SnapError {
+            // `unknown setting "K" in S` from the pipeline's decoder: name the key's place.
+            if let match = error.message.firstMatch(of: /^unknown setting "([^"]+)" in ([a-z]+)/) {
+                let (key, section) = (String(match.1), String(match.2))
+                let candidates = section == "settings" ? ["pipeline.\(key)", key] : ["pipeline.\(section).\(key)", "\(section).\(key)"]
+                if let found = candidates.first(where: { positions[$0] != nil }) {
+                    throw SnapError(.config, "config file \(at(found)): unknown setting \(found)\(error.message.dropFirst(match.0.count))")
+                }
+            }
             throw SnapError(.config, "config file \(path): \(error.message)")
         } catch let DecodingError.typeMismatch(type, context), let DecodingError.valueNotFound(type, context) {
             let name = context.codingPath.map(\.stringValue).joined(separator: ".")
@@ -108,10 +129,11 @@ public struct ConfigFile: Sendable {
             throw SnapError(.config, "cannot read config file \(path)")
         }
         // Strict JSON: no trailing commas or duplicate keys; the message names line and column.
-        do { try StrictJSON.check(data) } catch let error as SnapError {
+        let positions: [String: StrictJSON.Position]
+        do { positions = try StrictJSON.check(data) } catch let error as SnapError {
             throw SnapError(.config, "config file \(path):\(error.message)")
         }
-        return try ConfigFile(path: path, data: data)
+        return try ConfigFile(path: path, data: data, positions: positions)
     }
 
     /// A string, number or boolean, as text.

@@ -1,12 +1,18 @@
 extension PipelineStep {
-    /// The pixel-art grid: each cell is the mean of a 4×4 block of a square crop
-    /// made the same way as square100 (that very crop when it is 4 × grid wide).
+    /// The pixel-art grid: each cell stands for a 4×4 block of a square crop made the
+    /// same way as square100 (that very crop when it is 4 × grid wide): the block's
+    /// mean in the `soft` style, its representative colour, shaped, in `drawn` and `retro`
+    /// (`DrawnGrid`).
     static let grid = PipelineStep(name: "grid") { snap in
         let grid = snap.settings.pixel.grid, side = snap.settings.square.size
         let source = 4 * grid == side
             ? snap.square
             : try squarePixels(try snap.required(snap.image, "the upright image"), side: 4 * grid, crop: snap.settings.square.crop, onImage: snap.onImage)
-        snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
+        if let lift = DrawnGrid.Lift.of(snap.settings.pixel.style) {
+            snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift)
+        } else {
+            snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
+        }
     }
 }
 

@@ -4,14 +4,19 @@ import VipsKit
 extension PipelineStep {
     /// square100-avif / square100-heic, only when `square.modern` asks for it: the very
     /// pixels of square100 (so both are scored against the same reference), in AVIF or
-    /// HEIC 4:4:4 through libvips' heifsave, under square100's budget.
+    /// HEIC 4:4:4 through libvips' heifsave, under square100's budget; the AVIF's colour
+    /// box declares sRGB (`HEIFColourBox`).
     static let encodeModernWithinBudget = PipelineStep(name: "encode modern square") { snap in
         guard let codec = snap.settings.square.modern else { return }
         let square = snap.settings.square, rgb = snap.square, limit = snap.settings.squareBudget
         let budget = limit.map { Budget(limit: $0, mode: snap.settings.budgetMode) }
         let fitted = try ModernBudgetSearch.fit(
             budget: budget, codec: codec, start: budget.map { ModernBudgetSearch.firstGuess(rgb: rgb, side: square.size, budget: $0, codec: codec) },
-            encode: { try HEIF.encode(rgb: rgb, width: square.size, height: square.size, codec: codec, quality: $0, effort: square.modernEffort) })
+            encode: {
+                let heif = try HEIF.encode(rgb: rgb, width: square.size, height: square.size, codec: codec, quality: $0, effort: square.modernEffort)
+                // libheif writes no colour box into HEIC on purpose (Apple's decoders), only into AVIF.
+                return codec == .avif ? try HEIFColourBox.declaringSRGB(heif) : heif
+            })
         snap.encoded.append(EncodedVariant(name: ModernBudgetSearch.variantName(codec), fitted: fitted, mediaType: codec.mediaType,
                                            side: square.size, budget: limit))
     }

@@ -9,7 +9,7 @@ extension PipelineStep {
         for (name, fitted, side, budget) in [("pixel25", art.grid, pixel.grid, pixel.gridBudget),
                                              ("pixel100", art.large, pixel.grid * pixel.scale, pixel.budget)] {
             snap.encoded.append(EncodedVariant(name: name, fitted: fitted, mediaType: "image/png", side: side, budget: budget,
-                                               colours: art.colours, palette: pixel.palette.label, dither: pixel.dither))
+                                               colours: art.colours, palette: pixel.effectivePalette.label, dither: pixel.effectiveDither))
         }
     }
 }
@@ -31,10 +31,13 @@ enum PixelArtStep {
         var encodes = (grid: 0, large: 0)
         var last: (grid: Int, large: Int) = (0, 0)
 
-        let wanted = min(settings.colours, settings.palette.fixedColours?.count ?? 256)
+        let palette = settings.effectivePalette
+        let wanted = min(settings.colours, palette.fixedColours?.count ?? 256)
         for count in colourLadder(from: wanted) {
-            let image = try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count,
-                                              palette: settings.palette, dither: settings.dither)
+            let image = settings.style == .soft
+                ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, palette: palette, dither: settings.dither)
+                : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, palette: palette,
+                                         ordered: settings.effectiveDither)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
                 let gridPNG = try PalettePNG.encode(image, effort: effort)
@@ -90,8 +93,11 @@ enum Quantizer {
         // A stable order: darkest first.
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
         let indices = remap(rgb: rgb, width: width, height: height, palette: palette, dither: dither)
+        return compacted(width: width, height: height, palette: palette, indices: indices)
+    }
 
-        // Drop colours no pixel uses, so the PNG's palette is exactly the image's colours.
+    /// Drops colours no pixel uses, so the PNG's palette is exactly the image's colours.
+    static func compacted(width: Int, height: Int, palette: [Colour], indices: [UInt8]) -> IndexedImage {
         let used = histogram(indices, count: palette.count)
         var newIndex = [UInt8](repeating: 0, count: palette.count)
         var compact: [Colour] = []

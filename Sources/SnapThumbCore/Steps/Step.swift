@@ -33,9 +33,9 @@ struct Snap {
     /// hash: one blob per variant, content-addressed, in manifest order.
     var blobs: [Blob] = []
 
-    init(source: SourceBuffer, settings: Settings, onImage: @escaping (any Killable) -> Void = { _ in }) {
+    init(source: SourceBuffer, sourceDigest: String? = nil, settings: Settings, onImage: @escaping (any Killable) -> Void = { _ in }) {
         self.source = source
-        sourceDigest = "sha256:" + source.sha256Hex
+        self.sourceDigest = sourceDigest ?? "sha256:" + source.sha256Hex
         self.settings = settings
         self.onImage = onImage
     }

@@ -63,7 +63,7 @@ public enum AtomicFile {
     /// already atomic) an fsync of the directory.
     public static func write(_ bytes: [UInt8], to path: String) throws {
         let directory = Paths.parent(of: path)
-        let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
+        let temp = Durable.tempPath(in: directory, for: PathBytes.lastComponent(path))
         try Durable.writeNew(temp, bytes)
         guard rename(temp, path) == 0 else {
             let code = errno
@@ -84,13 +84,15 @@ public enum Paths {
     /// The directory part of `path`, as `dirname` without its "." for a bare name:
     /// "a/b" → "a", "/a" → "/", "a" → "", "a/b/" → "a".
     public static func parent(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
-        if slash == trimmed.startIndex { return "/" }
-        var parent = trimmed[..<slash]
-        while parent.count > 1, parent.hasSuffix("/") { parent = parent.dropLast() }
-        return String(parent)
+        // Bytes, not Characters: "a/\u{301}b" has a slash that a Character search misses.
+        var bytes = Array(path.utf8)[...]
+        let slash = UInt8(ascii: "/")
+        while bytes.count > 1, bytes.last == slash { bytes = bytes.dropLast() }
+        guard let index = bytes.lastIndex(of: slash) else { return "" }
+        if index == bytes.startIndex { return "/" }
+        var parent = bytes[..<index]
+        while parent.count > 1, parent.last == slash { parent = parent.dropLast() }
+        return String(decoding: parent, as: UTF8.self)
     }
 }
 
@@ -101,7 +103,13 @@ public enum Durable {
 
     /// A temp name in `directory` that no other process or thread picks.
     static func tempPath(in directory: String, for name: String) -> String {
-        "\(directory)/.tmp-\(getpid())-\(counter.next())-\(name.prefix(40))"
+        "\(directory)/\(tempName(for: name))"
+    }
+
+    /// A temp file name that no other process or thread picks: `.tmp-<pid>-<n>-`
+    /// and at most 40 bytes of `name` (bytes: one Character can be any length).
+    static func tempName(for name: String) -> String {
+        ".tmp-\(getpid())-\(counter.next())-\(PathBytes.prefix(name, maxBytes: 40))"
     }
 
     /// Writes `bytes` to a new file at `path` (which must not exist) and fsyncs it
@@ -199,8 +207,8 @@ public enum FileOps {
     /// file. link(2) then unlink(2), since rename(2) replaces. Returns the name used.
     public static func moveWithoutReplacing(_ path: String, into directory: String, name: String,
                                      taken: (String) -> Bool = { _ in false }) throws -> String {
-        let ext = (name as NSString).pathExtension
-        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        let ext = PathBytes.pathExtension(name)
+        let stem = ext.isEmpty ? name : String(decoding: name.utf8.dropLast(ext.utf8.count + 1), as: UTF8.self)
         for n in 1...10_000 {
             let candidate = n == 1 ? name : "\(stem)~\(n)\(ext.isEmpty ? "" : "." + ext)"
             if taken(candidate) { continue }

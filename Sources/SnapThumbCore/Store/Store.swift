@@ -13,12 +13,13 @@ public enum StoreKey {
             SnapError(.unsafeName, "key \"\(key.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined())\" \(why)")
         }
         guard !key.isEmpty else { throw refuse("is empty") }
-        guard !key.hasPrefix("/") else { throw refuse("is an absolute path") }
+        guard !PathBytes.isAbsolute(key) else { throw refuse("is an absolute path") }
         guard !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw refuse("contains a control character")
         }
         guard !key.contains("\\") else { throw refuse("contains a backslash") }
-        for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
+        // By bytes: "../\u{301}x" is three segments, though a Character split sees one.
+        for segment in PathBytes.segments(key) {
             if segment.isEmpty { throw refuse("has an empty path segment") }
             if segment == "." || segment == ".." { throw refuse("has a '\(segment)' segment, which could escape the store") }
             if segment.utf8.count + ".json".utf8.count > 255 { throw refuse("has a segment longer than a file name may be") }
@@ -44,10 +45,12 @@ public struct Store: Sendable {
 
     /// Opens (creating if needed) a store at `root`.
     public init(root: String, onConflict: ConflictPolicy = .refuse) throws {
-        self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        self.root = root.utf8.count > 1 && root.utf8.last == UInt8(ascii: "/") ? String(decoding: root.utf8.dropLast(), as: UTF8.self) : root
         self.onConflict = onConflict
-        try Durable.makeDirectories(self.root + "/blobs/sha256")
-        try Durable.makeDirectories(self.root + "/manifests")
+        try Durable.makeDirectories(self.root)
+        // Below the root, nothing is followed: a planted symlink is refused here already.
+        _ = try StoreDirectory.open(root: self.root, ["blobs", "sha256"], create: true)
+        _ = try StoreDirectory.open(root: self.root, ["manifests"], create: true)
     }
 
     public func manifestPath(for key: String) throws -> String {
@@ -55,9 +58,18 @@ public struct Store: Sendable {
         return "\(root)/manifests/\(key).json"
     }
 
+    /// The directory that holds `key`'s manifest, opened below the root without
+    /// following a symlink, and the manifest's file name in it.
+    private func manifestDirectory(for key: String, create: Bool, sync: Bool = true) throws -> (StoreDirectory, String) {
+        try StoreKey.validate(key)
+        return try StoreDirectory.openParent(root: root, of: "manifests/\(key).json", create: create, sync: sync)
+    }
+
     /// The manifest currently published for `key`, or nil (also nil when it does not parse).
     public func manifest(for key: String) throws -> Manifest? {
-        guard let bytes = try Durable.readIfExists(try manifestPath(for: key)) else { return nil }
+        try StoreKey.validate(key)
+        guard let (directory, name) = try StoreDirectory.existingParent(root: root, of: "manifests/\(key).json") else { return nil }
+        guard let bytes = try directory.readIfExists(name) else { return nil }
         return try? Manifest.decode(Data(bytes))
     }
 
@@ -66,34 +78,44 @@ public struct Store: Sendable {
     /// leaves nothing behind.
     @discardableResult
     public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
-        let manifestPath = try manifestPath(for: upload.manifest.key)
+        try StoreKey.validate(upload.manifest.key)
         let created = try putAll(upload.blobs, sync: true)
         do {
-            return try publish(upload.manifest, at: manifestPath, sync: true)
+            let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true)
+            let temp = directory.tempName(for: name)
+            try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: true)
+            let outcome = try place(temp, as: name, in: directory, upload.manifest)
+            try directory.sync()
+            return outcome
         } catch {
-            for path in created { unlink(path) }
+            for (blobDirectory, blobName) in created { blobDirectory.unlink(blobName) }
             throw error
         }
     }
 
-    /// Moves a complete temp manifest to `path` without ever replacing a manifest
+    /// Moves a complete temp manifest to `name` without ever replacing a manifest
     /// that `KeyConflict.decide` says to keep: link(2) creates only; on EEXIST the
     /// existing manifest is read and compared. The temp file is gone afterwards.
-    func place(_ temp: String, at path: String, _ manifest: Manifest) throws -> PublishOutcome {
-        defer { unlink(temp) }
-        if link(temp, path) == 0 { return .created }
-        guard errno == EEXIST else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
-        let existing = (try? Durable.readIfExists(path)).flatMap { $0 }.flatMap { try? Manifest.decode(Data($0)) }
+    func place(_ temp: String, as name: String, in directory: StoreDirectory, _ manifest: Manifest) throws -> PublishOutcome {
+        defer { directory.unlink(temp) }
+        let linked = directory.link(temp, name)
+        if linked == 0 { return .created }
+        guard linked == EEXIST else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: linked) }
+        let existing = (try? directory.readIfExists(name)).flatMap { $0 }.flatMap { try? Manifest.decode(Data($0)) }
+        func replace() throws {
+            let code = directory.rename(temp, name)
+            guard code == 0 else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: code) }
+        }
         switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
         case .keep:
             return .repeated
         case .refuse(let error):
             throw error
         case .rederive:
-            guard rename(temp, path) == 0 else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
+            try replace()
             return .rederived
         case .overwrite(let previous):
-            guard rename(temp, path) == 0 else { throw SnapError.io("cannot publish manifest", path, errno: errno) }
+            try replace()
             return previous.map { .replaced(previous: $0) } ?? .created
         }
     }
@@ -102,7 +124,8 @@ public struct Store: Sendable {
     /// manifest under a temporary name: what `publishBatch` takes.
     public struct Staged: Sendable {
         public let upload: ProcessedUpload
-        let manifestPath: String
+        let directory: StoreDirectory
+        let manifestName: String
         let manifestTemp: String
     }
 
@@ -113,13 +136,12 @@ public struct Store: Sendable {
     /// ones already there stay: another upload may already share them, and an
     /// unreferenced blob is harmless where a manifest without its blob is not.
     public func stage(_ upload: ProcessedUpload) throws -> Staged {
-        let path = try manifestPath(for: upload.manifest.key)
+        try StoreKey.validate(upload.manifest.key)
         for blob in upload.blobs { try put(blob, sync: false) }
-        let directory = Paths.parent(of: path)
-        try Durable.makeDirectories(directory, sync: false)
-        let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
-        try Durable.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
-        return Staged(upload: upload, manifestPath: path, manifestTemp: temp)
+        let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
+        let temp = directory.tempName(for: name)
+        try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
+        return Staged(upload: upload, directory: directory, manifestName: name, manifestTemp: temp)
     }
 
     /// Publishes staged uploads with two filesystem syncs in all instead of
@@ -147,7 +169,7 @@ public struct Store: Sendable {
     public func renameIntoPlace(_ staged: [Staged]) -> [SnapError?] {
         staged.map { item in
             do {
-                _ = try place(item.manifestTemp, at: item.manifestPath, item.upload.manifest)
+                _ = try place(item.manifestTemp, as: item.manifestName, in: item.directory, item.upload.manifest)
                 return nil
             } catch {
                 return error as? SnapError ?? SnapError(.io, "\(error)")
@@ -157,7 +179,7 @@ public struct Store: Sendable {
 
     /// Removes a staged upload's temporary manifest (its blobs stay: see `stage`).
     public func discard(_ staged: Staged) {
-        unlink(staged.manifestTemp)
+        staged.directory.unlink(staged.manifestTemp)
     }
 
     /// Syncs the filesystem that holds the store (`syncfs`).
@@ -183,15 +205,16 @@ public struct Store: Sendable {
         return results
     }
 
-    /// Writes blobs, removing the ones it created if any fails. Returns the created paths.
-    private func putAll(_ blobs: [Blob], sync: Bool) throws -> [String] {
-        var created: [String] = []
+    /// Writes blobs, removing the ones it created if any fails. Returns the created ones.
+    private func putAll(_ blobs: [Blob], sync: Bool) throws -> [(StoreDirectory, String)] {
+        var created: [(StoreDirectory, String)] = []
         do {
-            for blob in blobs where try put(blob, sync: sync) {
-                created.append("\(root)/\(blob.path)")
+            for blob in blobs {
+                let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: sync)
+                if try put(blob, in: directory, as: name, sync: sync) { created.append((directory, name)) }
             }
         } catch {
-            for path in created { unlink(path) }
+            for (directory, name) in created { directory.unlink(name) }
             throw error
         }
         return created
@@ -200,57 +223,48 @@ public struct Store: Sendable {
     /// Writes one blob unless it is already there. Returns true if this call created it.
     @discardableResult
     public func put(_ blob: Blob, sync: Bool = true) throws -> Bool {
-        let path = "\(root)/\(blob.path)"
-        let directory = Paths.parent(of: path)
-        if access(path, F_OK) == 0 { return try verifyExisting(path, blob, sync: sync) }
         // Unsynced, a new fan-out directory is made durable by the same sync as
         // the blob (in a fresh store, each of up to 256 fsyncs waited for a device
         // flush and blocked the worker).
-        try Durable.makeDirectories(directory, sync: sync)
-        let temp = Durable.tempPath(in: directory, for: blob.hex)
-        try Durable.writeNew(temp, blob.bytes, sync: sync)
-        defer { unlink(temp) }
+        let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: sync)
+        return try put(blob, in: directory, as: name, sync: sync)
+    }
+
+    private func put(_ blob: Blob, in directory: StoreDirectory, as name: String, sync: Bool) throws -> Bool {
+        if directory.exists(name) { return try verifyExisting(name, in: directory, blob, sync: sync) }
+        let temp = directory.tempName(for: blob.hex)
+        try directory.writeNew(temp, blob.bytes, sync: sync)
+        defer { directory.unlink(temp) }
         // link(2) never replaces an existing file, unlike rename(2).
-        if link(temp, path) != 0 {
-            if errno == EEXIST { return try verifyExisting(path, blob, sync: sync) }
-            throw SnapError.io("cannot link blob into place at", path, errno: errno)
+        let code = directory.link(temp, name)
+        if code != 0 {
+            if code == EEXIST { return try verifyExisting(name, in: directory, blob, sync: sync) }
+            throw SnapError.io("cannot link blob into place at", directory.display(name), errno: code)
         }
-        if sync { try Durable.fsyncDirectory(directory) }
+        if sync { try directory.sync() }
         return true
     }
 
     /// An existing blob with the same bytes is reused. One whose bytes do not
     /// hash to its name (a crash before a group sync can leave an empty file)
     /// is garbage and is replaced; one that is intact but different cannot exist.
-    private func verifyExisting(_ path: String, _ blob: Blob, sync: Bool) throws -> Bool {
-        let existing = try Durable.readIfExists(path)
+    private func verifyExisting(_ name: String, in directory: StoreDirectory, _ blob: Blob, sync: Bool) throws -> Bool {
+        let existing = try directory.readIfExists(name)
         if existing == blob.bytes { return false }
         if let existing, SHA256.hex(existing) == blob.hex { return false }
-        let directory = Paths.parent(of: path)
-        let temp = Durable.tempPath(in: directory, for: blob.hex)
-        try Durable.writeNew(temp, blob.bytes, sync: sync)
-        guard rename(temp, path) == 0 else {
-            let code = errno
-            unlink(temp)
-            throw SnapError.io("cannot replace the damaged blob", path, errno: code)
+        let temp = directory.tempName(for: blob.hex)
+        try directory.writeNew(temp, blob.bytes, sync: sync)
+        let code = directory.rename(temp, name)
+        guard code == 0 else {
+            directory.unlink(temp)
+            throw SnapError.io("cannot replace the damaged blob", directory.display(name), errno: code)
         }
-        if sync { try Durable.fsyncDirectory(directory) }
+        if sync { try directory.sync() }
         return false
     }
 
     /// The manifest file's bytes: pretty JSON and a final newline.
     private func manifestFile(_ manifest: Manifest) -> Data {
         manifest.json(pretty: true) + Data("\n".utf8)
-    }
-
-    private func publish(_ manifest: Manifest, at path: String, sync: Bool) throws -> PublishOutcome {
-        let json = manifestFile(manifest)
-        let directory = Paths.parent(of: path)
-        try Durable.makeDirectories(directory)
-        let temp = Durable.tempPath(in: directory, for: (path as NSString).lastPathComponent)
-        try Durable.writeNew(temp, [UInt8](json), sync: sync)
-        let outcome = try place(temp, at: path, manifest)
-        if sync { try Durable.fsyncDirectory(directory) }
-        return outcome
     }
 }

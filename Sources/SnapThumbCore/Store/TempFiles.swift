@@ -10,11 +10,16 @@ import VipsKit
 public enum TempFiles {
     /// The writer's pid and the final name's prefix, if `fileName` is one of our temp names.
     public static func parse(_ fileName: String) -> (pid: Int32, name: Substring)? {
-        guard fileName.hasPrefix(".tmp-") else { return nil }
-        let parts = fileName.dropFirst(".tmp-".count).split(separator: "-", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let pid = Int32(parts[0]), pid > 0, parts[1].allSatisfy(\.isASCII),
-              !parts[1].isEmpty, parts[1].allSatisfy(\.isNumber), !parts[2].isEmpty else { return nil }
-        return (pid, parts[2])
+        // By bytes: a '-' followed by a combining mark is one Character.
+        let bytes = Array(fileName.utf8)
+        let prefix = Array(".tmp-".utf8)
+        guard bytes.starts(with: prefix) else { return nil }
+        let parts = bytes[prefix.count...].split(separator: UInt8(ascii: "-"), maxSplits: 2, omittingEmptySubsequences: false)
+        let isDigit: (UInt8) -> Bool = { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isDigit),
+              let pid = Int32(String(decoding: parts[0], as: UTF8.self)), pid > 0,
+              !parts[1].isEmpty, parts[1].allSatisfy(isDigit), !parts[2].isEmpty else { return nil }
+        return (pid, Substring(String(decoding: parts[2], as: UTF8.self)))
     }
 
     /// Whether a process with this pid exists on this host (EPERM: it exists, owned by
@@ -54,7 +59,7 @@ public enum TempFiles {
                 let path = "\(directory)/\(name)"
                 if let temp = parse(name) {
                     found.append((path, temp.pid))
-                } else if !name.hasPrefix(".") {
+                } else if !PathBytes.isHidden(name) {
                     var st = stat()
                     if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { directories.append(path) }
                 }
@@ -76,7 +81,7 @@ public enum TempFiles {
     @discardableResult
     public static func removeStale(of file: String) -> Int {
         let directory = Paths.parent(of: file)
-        let ownName = (file as NSString).lastPathComponent.prefix(40)
+        let ownName = PathBytes.prefix(PathBytes.lastComponent(file), maxBytes: 40)
         var stale: [String] = []
         _ = POSIX.forEachName(in: directory.isEmpty ? "." : directory) { name in
             if let temp = parse(name), temp.name == ownName {

@@ -1,0 +1,111 @@
+import Foundation
+
+/// A colour in Björn Ottosson's OKLab: `l` is perceived lightness (0 black, 1 white), `a`
+/// green–red, `b` blue–yellow. Euclidean distance in it follows how different two colours
+/// look far better than distance in sRGB, which is why the drawn pixel art chooses and maps
+/// its palette here (docs/pixel-art.md).
+public struct OKLab: Sendable, Equatable {
+    public var l: Double, a: Double, b: Double
+
+    public init(l: Double, a: Double, b: Double) {
+        self.l = l; self.a = a; self.b = b
+    }
+
+    /// The colour of 8-bit sRGB `red`, `green`, `blue`.
+    public init(red: UInt8, green: UInt8, blue: UInt8) {
+        self.init(linear: (OKLab.linearTable[Int(red)], OKLab.linearTable[Int(green)], OKLab.linearTable[Int(blue)]))
+    }
+
+    public init(_ colour: Colour) { self.init(red: colour.red, green: colour.green, blue: colour.blue) }
+
+    /// The colour of linear-light sRGB components.
+    public init(linear c: (Double, Double, Double)) {
+        let l = cbrt(0.4122214708 * c.0 + 0.5363325363 * c.1 + 0.0514459929 * c.2)
+        let m = cbrt(0.2119034982 * c.0 + 0.6806995451 * c.1 + 0.1073969566 * c.2)
+        let s = cbrt(0.0883024619 * c.0 + 0.2817188376 * c.1 + 0.6299787005 * c.2)
+        self.init(l: 0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s,
+                  a: 1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s,
+                  b: 0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s)
+    }
+
+    /// Linear-light sRGB components (outside 0…1 when the colour is outside sRGB's gamut).
+    public var linear: (Double, Double, Double) {
+        let l1 = l + 0.3963377774 * a + 0.2158037573 * b
+        let m1 = l - 0.1055613458 * a - 0.0638541728 * b
+        let s1 = l - 0.0894841775 * a - 1.2914855480 * b
+        let l3 = l1 * l1 * l1, m3 = m1 * m1 * m1, s3 = s1 * s1 * s1
+        return (4.0767416621 * l3 - 3.3077115913 * m3 + 0.2309699292 * s3,
+                -1.2684380046 * l3 + 2.6097574011 * m3 - 0.3413193965 * s3,
+                -0.0041960863 * l3 - 0.7034186147 * m3 + 1.7076147010 * s3)
+    }
+
+    /// Whether the colour lies inside sRGB's gamut (with a hair of tolerance for rounding).
+    public var inGamut: Bool {
+        let c = linear, e = 1e-4
+        return c.0 >= -e && c.0 <= 1 + e && c.1 >= -e && c.1 <= 1 + e && c.2 >= -e && c.2 <= 1 + e
+    }
+
+    /// Chroma: the distance from the grey axis.
+    public var chroma: Double { (a * a + b * b).squareRoot() }
+
+    /// The nearest 8-bit sRGB colour (components clamped).
+    public var colour: Colour {
+        let c = linear
+        return Colour(red: OKLab.encode(c.0), green: OKLab.encode(c.1), blue: OKLab.encode(c.2))
+    }
+
+    /// The same lightness and hue with the chroma reduced just enough to fit sRGB
+    /// (a bisection on the chroma scale; lightness is clamped to 0…1 first).
+    public var clippedToGamut: OKLab {
+        let base = OKLab(l: min(1, max(0, l)), a: a, b: b)
+        if base.inGamut { return base }
+        var low = 0.0, high = 1.0
+        for _ in 0..<16 {
+            let mid = (low + high) / 2
+            if OKLab(l: base.l, a: a * mid, b: b * mid).inGamut { low = mid } else { high = mid }
+        }
+        return OKLab(l: base.l, a: a * low, b: b * low)
+    }
+
+    /// Squared Euclidean distance.
+    @inline(__always)
+    public func distanceSquared(_ other: OKLab) -> Double {
+        let dl = l - other.l, da = a - other.a, db = b - other.b
+        return dl * dl + da * da + db * db
+    }
+
+    public func distance(_ other: OKLab) -> Double { distanceSquared(other).squareRoot() }
+
+    static func + (x: OKLab, y: OKLab) -> OKLab { OKLab(l: x.l + y.l, a: x.a + y.a, b: x.b + y.b) }
+    static func / (x: OKLab, d: Double) -> OKLab { OKLab(l: x.l / d, a: x.a / d, b: x.b / d) }
+    static let zero = OKLab(l: 0, a: 0, b: 0)
+
+    /// 8-bit sRGB to linear light, by table (the sRGB transfer curve).
+    static let linearTable: [Double] = (0..<256).map { value in
+        let c = Double(value) / 255
+        return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4)
+    }
+
+    /// Linear light to 8-bit sRGB, rounded, clamped.
+    static func encode(_ linear: Double) -> UInt8 {
+        let c = min(1, max(0, linear))
+        let v = c <= 0.0031308 ? c * 12.92 : 1.055 * pow(c, 1 / 2.4) - 0.055
+        return UInt8((v * 255).rounded())
+    }
+
+    /// Packed 8-bit sRGB to OKLab, one colour per pixel.
+    public static func image(rgb: [UInt8]) -> [OKLab] {
+        stride(from: 0, to: rgb.count - 2, by: 3).map { OKLab(red: rgb[$0], green: rgb[$0 + 1], blue: rgb[$0 + 2]) }
+    }
+
+    /// OKLab colours to packed 8-bit sRGB.
+    public static func rgb(_ image: [OKLab]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(image.count * 3)
+        for c in image {
+            let colour = c.colour
+            out.append(colour.red); out.append(colour.green); out.append(colour.blue)
+        }
+        return out
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+
+/// The grid of the `drawn` and `retro` styles: each cell takes the colour most of its
+/// pixels share rather than their mean, then lightness and chroma are shaped for a tiny,
+/// high-contrast picture. All in OKLab (docs/pixel-art.md has the measures and pictures).
+///
+/// Why not the mean: a cell that straddles an edge (a face against a wall) averages into a
+/// colour neither side has, and 625 such cells make the "muddy mosaic". Splitting the cell's
+/// pixels in two by 2-means and keeping the larger group keeps edges crisp, and in a flat
+/// cell it is the mean.
+enum DrawnGrid {
+    /// How much a style lifts the picture. Chosen on the corpus photos against the box
+    /// average of the same square (docs/pixel-art.md): each lift alone was too weak or
+    /// drifted too far, together they meet every target with drift under 0.06.
+    struct Lift: Sendable, Equatable {
+        /// Lightness is stretched about its mean by this factor (global contrast).
+        var lightness: Double
+        /// Lightness minus its 3×3 neighbourhood mean is added back times this (local contrast).
+        var local: Double
+        /// a and b are scaled by this (chroma; hue is kept), then pulled into sRGB's gamut.
+        var chroma: Double
+        /// A cell this much darker (ΔL) than its lightest 4-neighbour is darkened to
+        /// `outlineDarken` of its lightness: the dark outline; nil for none.
+        var outline: Double?
+        var outlineDarken: Double = 0.8
+
+        /// The lift of a style; nil for `soft` (block means, no lift).
+        static func of(_ style: Settings.PixelStyle) -> Lift? {
+            switch style {
+            case .soft: return nil
+            case .drawn: return Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
+            case .retro: return Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
+            }
+        }
+    }
+
+    /// `rgb` is packed sRGB, `side` × `side`; returns packed sRGB, (side / factor)² cells.
+    static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift) -> [UInt8] {
+        let lab = OKLab.image(rgb: rgb)
+        let n = side / factor
+        var grid = [OKLab](repeating: .zero, count: n * n)
+        var block = [OKLab]()
+        block.reserveCapacity(factor * factor)
+        for y in 0..<n {
+            for x in 0..<n {
+                block.removeAll(keepingCapacity: true)
+                for dy in 0..<factor {
+                    let row = (y * factor + dy) * side + x * factor
+                    for dx in 0..<factor { block.append(lab[row + dx]) }
+                }
+                grid[y * n + x] = representative(block)
+            }
+        }
+        return OKLab.rgb(shaped(grid, side: n, lift: lift))
+    }
+
+    /// The mean of the larger of two 2-means groups of `pixels` (the one nearer the mean on a
+    /// tie); the plain mean when the pixels are all close (a flat cell).
+    static func representative(_ pixels: [OKLab]) -> OKLab {
+        let mean = pixels.reduce(.zero, +) / Double(pixels.count)
+        // Seeds: the darkest and the lightest pixel (first of equals: deterministic).
+        var dark = pixels[0], light = pixels[0]
+        for p in pixels {
+            if p.l < dark.l { dark = p }
+            if p.l > light.l { light = p }
+        }
+        // Below this (OKLab ΔE) the cell looks flat: the mean is its colour.
+        if dark.distance(light) < 0.06 { return mean }
+        var centres = (dark, light), counts = (0, 0)
+        for _ in 0..<4 {
+            var sums = (OKLab.zero, OKLab.zero)
+            counts = (0, 0)
+            for p in pixels {
+                if p.distanceSquared(centres.0) <= p.distanceSquared(centres.1) {
+                    sums.0 = sums.0 + p; counts.0 += 1
+                } else {
+                    sums.1 = sums.1 + p; counts.1 += 1
+                }
+            }
+            guard counts.0 > 0, counts.1 > 0 else { return mean }
+            let next = (sums.0 / Double(counts.0), sums.1 / Double(counts.1))
+            if next == centres { break }
+            centres = next
+        }
+        if counts.0 != counts.1 { return counts.0 > counts.1 ? centres.0 : centres.1 }
+        return abs(centres.0.l - mean.l) <= abs(centres.1.l - mean.l) ? centres.0 : centres.1
+    }
+
+    /// Global and local lightness contrast, chroma, the optional outline, then the gamut.
+    static func shaped(_ grid: [OKLab], side n: Int, lift: Lift) -> [OKLab] {
+        let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
+        let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
+        func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
+            values[min(n - 1, max(0, y)) * n + min(n - 1, max(0, x))]
+        }
+        var lightness = [Double](repeating: 0, count: n * n)
+        for y in 0..<n {
+            for x in 0..<n {
+                var sum = 0.0
+                for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
+                let l = stretched[y * n + x]
+                lightness[y * n + x] = l + lift.local * (l - sum / 9)
+            }
+        }
+        if let threshold = lift.outline {
+            let before = lightness
+            for y in 0..<n {
+                for x in 0..<n {
+                    let l = before[y * n + x]
+                    let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
+                    if lightest - l > threshold { lightness[y * n + x] = l * lift.outlineDarken }
+                }
+            }
+        }
+        return grid.indices.map { i in
+            let c = grid[i], a = c.a * lift.chroma, b = c.b * lift.chroma
+            let lifted = OKLab(l: lightness[i], a: a, b: b).clippedToGamut
+            // A saturated colour (an orange petal) moved in lightness leaves the gamut and
+            // the clip takes more chroma than the lift gave: keep its lightness instead.
+            if lifted.chroma >= c.chroma { return lifted }
+            return OKLab(l: c.l, a: a, b: b).clippedToGamut
+        }
+    }
+}

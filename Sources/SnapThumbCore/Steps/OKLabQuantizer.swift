@@ -1,0 +1,112 @@
+import Foundation
+
+/// Palette choice and mapping in OKLab, for the `drawn` and `retro` styles: an adaptive
+/// palette is median cut then refined by k-means on the cells' OKLab colours, and every
+/// pixel (a fixed palette's too) takes the palette colour that looks nearest. libimagequant
+/// and the redmean distance of the `soft` style judge colours in gamma-encoded RGB, where a
+/// dark green and a grey are close: that is how a park turned grey-green, and how PICO-8
+/// mapped skin to brown-grey.
+enum OKLabQuantizer {
+    /// - Parameter ordered: 4×4 Bayer ordered dithering of lightness (a regular pattern, not
+    ///   Floyd–Steinberg's worms, which on 25 cells read as noise).
+    static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, palette choice: PaletteChoice,
+                        ordered: Bool) -> IndexedImage {
+        let lab = OKLab.image(rgb: rgb)
+        var palette: [Colour]
+        if let fixed = choice.fixedColours {
+            palette = fixed
+            if colours < fixed.count {
+                // Keep the fixed colours the image uses most.
+                let usage = Quantizer.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered,
+                                                    lightnessWeight: fixedLightnessWeight), count: fixed.count)
+                let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
+                palette = keep.sorted().map { fixed[$0] }
+            }
+        } else {
+            palette = kMeans(lab, k: colours).map(\.colour)
+        }
+        // A stable order: darkest first (as the soft style).
+        palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
+        let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
+                          lightnessWeight: choice.fixedColours == nil ? 1 : fixedLightnessWeight)
+        return Quantizer.compacted(width: width, height: height, palette: palette, indices: indices)
+    }
+
+    /// Bayer's 4×4 threshold matrix, centred on zero (−15/32 … 15/32).
+    static let bayer: [Double] = [0, 8, 2, 10, 12, 4, 14, 6, 3, 11, 1, 9, 15, 7, 13, 5].map { Double($0) / 16 - 15.0 / 32 }
+    /// The lightness swing of the ordered dither: about the gap between neighbouring
+    /// lightnesses of a 16-colour palette, so that a tone between two colours becomes a pattern.
+    static let ditherStrength = 0.06
+
+    /// A fixed palette's lightness differences count this much against hue and chroma. A
+    /// fixed palette has few colours far apart; by plain OKLab distance a muted skin tone
+    /// (#E0AC90) is nearest PICO-8's light grey, a colour without its hue. With lightness
+    /// weighted 0.7 it maps to the peach (#FFCCAA), and olive to green rather than grey.
+    static let fixedLightnessWeight = 0.7
+
+    /// Nearest palette colour per pixel in OKLab (lightness differences weighted by
+    /// `lightnessWeight`), with the optional ordered dither.
+    static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1) -> [UInt8] {
+        let w = lightnessWeight
+        let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
+        return lab.indices.map { i in
+            var c = lab[i]
+            if ordered { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+            c.l *= w
+            var best = 0, bestDistance = Double.infinity
+            for (j, p) in palette.enumerated() {
+                let d = c.distanceSquared(p)
+                if d < bestDistance { bestDistance = d; best = j }
+            }
+            return UInt8(best)
+        }
+    }
+
+    /// `k` colours for `points`: median cut (split the box with the largest extent × count at
+    /// the median of its widest axis) gives the seeds, then Lloyd's k-means refines them.
+    /// Deterministic: every sort breaks ties by position.
+    static func kMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
+        func axis(_ p: OKLab, _ a: Int) -> Double { a == 0 ? p.l : a == 1 ? p.a : p.b }
+        func extent(_ box: [Int]) -> (axis: Int, range: Double) {
+            var best = (axis: 0, range: -1.0)
+            for a in 0..<3 {
+                var low = Double.infinity, high = -Double.infinity
+                for i in box { low = min(low, axis(points[i], a)); high = max(high, axis(points[i], a)) }
+                if high - low > best.range { best = (a, high - low) }
+            }
+            return best
+        }
+        var boxes = [Array(points.indices)]
+        while boxes.count < k {
+            var chosen = -1, score = 0.0
+            for (i, box) in boxes.enumerated() where box.count > 1 {
+                let s = extent(box).range * Double(box.count)
+                if s > score { score = s; chosen = i }
+            }
+            guard chosen >= 0 else { break }
+            let box = boxes[chosen], a = extent(box).axis
+            let sorted = box.sorted { (axis(points[$0], a), $0) < (axis(points[$1], a), $1) }
+            let half = sorted.count / 2
+            boxes[chosen] = Array(sorted[..<half])
+            boxes.append(Array(sorted[half...]))
+        }
+        var centres = boxes.map { box in box.reduce(OKLab.zero) { $0 + points[$1] } / Double(box.count) }
+        var assignment = [Int](repeating: 0, count: points.count)
+        for _ in 0..<iterations {
+            var changed = false
+            for (i, p) in points.enumerated() {
+                var best = 0, bestDistance = Double.infinity
+                for (j, c) in centres.enumerated() {
+                    let d = p.distanceSquared(c)
+                    if d < bestDistance { bestDistance = d; best = j }
+                }
+                if assignment[i] != best { assignment[i] = best; changed = true }
+            }
+            var sums = [OKLab](repeating: .zero, count: centres.count), counts = [Int](repeating: 0, count: centres.count)
+            for (i, p) in points.enumerated() { sums[assignment[i]] = sums[assignment[i]] + p; counts[assignment[i]] += 1 }
+            for j in centres.indices where counts[j] > 0 { centres[j] = sums[j] / Double(counts[j]) }
+            if !changed { break }
+        }
+        return centres
+    }
+}

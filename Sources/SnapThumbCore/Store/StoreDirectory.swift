@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import VipsKit
+
+/// A directory below a store's root, opened one component at a time from the
+/// root with `O_NOFOLLOW`, and every file in it created, linked, renamed and read
+/// relative to that descriptor (`openat`, `linkat`, `renameat`). A symbolic link
+/// planted anywhere below the root (`manifests/evil -> /elsewhere`) is refused
+/// instead of followed, so SnapThumb never writes outside its store, and a link
+/// swapped in after the check cannot redirect a write either. The root itself may
+/// be a symlink: it is the operator's choice.
+///
+/// One owner per descriptor: it is closed when the last reference goes.
+final class StoreDirectory: Sendable {
+    let fd: Int32
+    /// The directory's path, for messages.
+    let path: String
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { close(fd) }
+
+    /// Opens `components` below `root` (creating missing directories when
+    /// `create`; each new one made durable by an fsync of its parent unless `sync`
+    /// is false). A component that is a symbolic link, or not a directory, is
+    /// refused with `unsafe-name`.
+    static func open(root: String, _ components: [String], create: Bool, sync: Bool = true) throws -> StoreDirectory {
+        guard let directory = try open(root: root, components, create: create, sync: sync, missingIsNil: false) else {
+            throw SnapError(.internal, "unreachable: a missing directory below \(root) was not reported")
+        }
+        return directory
+    }
+
+    /// The directory that holds `relativePath` and the file's name, or nil when a
+    /// directory on the way does not exist (nothing is created).
+    static func existingParent(root: String, of relativePath: String) throws -> (StoreDirectory, String)? {
+        var components = PathBytes.segments(relativePath)
+        let name = components.removeLast()
+        return try open(root: root, components, create: false, sync: false, missingIsNil: true).map { ($0, name) }
+    }
+
+    private static func open(root: String, _ components: [String], create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
+        var current = Glibc.open(root.isEmpty ? "." : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard current >= 0 else { throw SnapError.io("cannot open the store directory", root, errno: errno) }
+        var path = root
+        for component in components {
+            let parentPath = path
+            path += "/" + component
+            var next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0, errno == ENOENT, create {
+                if mkdirat(current, component, 0o755) != 0, errno != EEXIST {
+                    let code = errno
+                    close(current)
+                    throw SnapError.io("cannot create directory", path, errno: code)
+                }
+                if sync, fsync(current) != 0 {
+                    let code = errno
+                    close(current)
+                    throw SnapError.io("cannot fsync directory", parentPath, errno: code)
+                }
+                next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
+            let code = errno
+            if next < 0, code == ENOENT, missingIsNil {
+                close(current)
+                return nil
+            }
+            if next < 0 {
+                let kind = Self.kind(of: component, in: current)
+                close(current)
+                switch kind {
+                case .some(S_IFLNK):
+                    throw SnapError(.unsafeName, "\(path) is a symbolic link inside the store; SnapThumb never writes or reads through one")
+                case .some(let mode) where mode != S_IFDIR:
+                    throw SnapError(.io, "\(path) exists and is not a directory")
+                default:
+                    throw SnapError.io("cannot open directory", path, errno: code)
+                }
+            }
+            close(current)
+            current = next
+        }
+        return StoreDirectory(fd: current, path: path)
+    }
+
+    /// Opens the directory that holds `relativePath` (a path below `root`, '/'
+    /// separated) and returns it with the file's name.
+    static func openParent(root: String, of relativePath: String, create: Bool, sync: Bool = true) throws -> (StoreDirectory, String) {
+        var components = PathBytes.segments(relativePath)
+        let name = components.removeLast()
+        return (try open(root: root, components, create: create, sync: sync), name)
+    }
+
+    private static func kind(of name: String, in fd: Int32) -> mode_t? {
+        var st = stat()
+        guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return st.st_mode & S_IFMT
+    }
+
+    func display(_ name: String) -> String { "\(path)/\(name)" }
+
+    /// Whether an entry named `name` exists (symlinks not followed).
+    func exists(_ name: String) -> Bool {
+        var st = stat()
+        return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    /// Writes `bytes` to a new file `name` (which must not exist; never through a
+    /// symlink), fsynced unless `sync` is false.
+    func writeNew(_ name: String, _ bytes: [UInt8], sync: Bool) throws {
+        let file = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard file >= 0 else { throw SnapError.io("cannot create", display(name), errno: errno) }
+        var ok = false
+        defer {
+            close(file)
+            if !ok { unlinkat(fd, name, 0) }
+        }
+        let code = POSIX.writeAll(file, bytes)
+        if code != 0 { throw SnapError.io("cannot write", display(name), errno: code) }
+        if sync, fsync(file) != 0 { throw SnapError.io("cannot fsync", display(name), errno: errno) }
+        ok = true
+    }
+
+    /// A fresh temp name here, for the file `name` (see `Durable.tempName`).
+    func tempName(for name: String) -> String { Durable.tempName(for: name) }
+
+    /// `link(2)` within this directory: never replaces. Returns 0 or an errno value.
+    func link(_ from: String, _ to: String) -> Int32 {
+        linkat(fd, from, fd, to, 0) == 0 ? 0 : errno
+    }
+
+    /// `rename(2)` within this directory (replaces `to`). Returns 0 or an errno value.
+    func rename(_ from: String, _ to: String) -> Int32 {
+        renameat(fd, from, fd, to) == 0 ? 0 : errno
+    }
+
+    func unlink(_ name: String) { unlinkat(fd, name, 0) }
+
+    /// Reads a whole regular file, or nil if it does not exist. A symlink is refused.
+    func readIfExists(_ name: String) throws -> [UInt8]? {
+        let file = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        if file < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw SnapError(.unsafeName, "\(display(name)) is a symbolic link inside the store; SnapThumb never reads through one")
+            }
+            throw SnapError.io("cannot open", display(name), errno: errno)
+        }
+        defer { close(file) }
+        var out = [UInt8]()
+        while true {
+            switch POSIX.read(file, capacity: 65536) {
+            case .success(let chunk) where chunk.isEmpty: return out
+            case .success(let chunk): out += chunk
+            case .failure(let code): throw SnapError.io("cannot read", display(name), errno: code.code)
+            }
+        }
+    }
+
+    /// fsync of the directory: makes its new and renamed entries durable.
+    func sync() throws {
+        guard fsync(fd) == 0 else { throw SnapError.io("cannot fsync directory", path, errno: errno) }
+    }
+}
+
+/// Paths and keys are sequences of bytes separated by '/': never split them by
+/// `Character`, because a '/' followed by a combining mark is one Character
+/// ("/\u{301}"), and a Character split misses that slash.
+public enum PathBytes {
+    /// The '/'-separated segments of `path`, empty ones kept.
+    public static func segments(_ path: String) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// At most `maxBytes` UTF-8 bytes of `text`, cut on a Unicode scalar boundary.
+    public static func prefix(_ text: String, maxBytes: Int) -> String {
+        var out = String.UnicodeScalarView()
+        var count = 0
+        for scalar in text.unicodeScalars {
+            count += UTF8.width(scalar)
+            if count > maxBytes { break }
+            out.append(scalar)
+        }
+        return String(out)
+    }
+
+    /// The extension of a file name ("a.jpg" → "jpg", "a" → "", ".a" → ""), by bytes.
+    public static func pathExtension(_ name: String) -> String {
+        let bytes = Array(name.utf8)
+        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")), dot > 0, dot < bytes.count - 1 else { return "" }
+        return String(decoding: bytes[(dot + 1)...], as: UTF8.self)
+    }
+
+    /// Whether a file name is hidden (starts with a '.' byte: ".\u{301}x" is one
+    /// Character, so `hasPrefix(".")` would say no).
+    public static func isHidden(_ name: String) -> Bool { name.utf8.first == UInt8(ascii: ".") }
+
+    /// Whether `text` starts with the byte '/'.
+    public static func isAbsolute(_ text: String) -> Bool { text.utf8.first == UInt8(ascii: "/") }
+
+    /// Whether `text` ends with the byte '/'.
+    public static func endsWithSlash(_ text: String) -> Bool { text.utf8.last == UInt8(ascii: "/") }
+
+    /// The last '/'-separated segment of `path`.
+    public static func lastComponent(_ path: String) -> String {
+        segments(path).last ?? path
+    }
+}
