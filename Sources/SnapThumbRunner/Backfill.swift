@@ -179,6 +179,15 @@ public struct Backfill: Sendable {
             entry.manifestAbsent = store.isKnownAbsent(entry.relativePath)
             return entry
         }
+        // A bucket proves that it refuses overwrites under the create-only header
+        // before anything is published, here and once, when there is something new
+        // to publish (the workers are told); a rerun with nothing new writes
+        // nothing, and a worker that re-derives proves it itself, once. A store that
+        // cannot be reached now is not a verdict: the workers try again, and their
+        // uploads fail as `store` (transient) if it stays so.
+        if files.contains(where: \.manifestAbsent) {
+            do { try store.proveConditionalWrites() } catch let error as SnapError where error.code.isTransient {}
+        }
         let start = Date()
         let tally = Tally()
         let ticker = Ticker(interval: interval) {
@@ -192,7 +201,9 @@ public struct Backfill: Sendable {
         case .threads:
             runInProcess(files, finish: finish)
         case .processes(let executable):
-            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults, interruption: interruption)
+            // What the listing showed and what any worker writes reaches every worker.
+            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults, interruption: interruption,
+                            knownBlobs: store.knownBlobs?.all)
                 .run(files, finish: finish)
         }
         ticker.stop()

@@ -14,6 +14,9 @@ enum WorkerProtocol {
         var absent: Bool?
         /// The path byte for byte, only when it is not UTF-8 (`path` is then escaped).
         var raw: [UInt8]? = nil
+        /// Blobs the store holds that this worker has not been told of yet (a
+        /// bucket's listing, other workers' writes): it does not write them again.
+        var blobs: [String]? = nil
     }
 
     struct Reply: Codable {
@@ -32,6 +35,8 @@ enum WorkerProtocol {
         var digest: String?
         /// The source digest of another upload's manifest that this publish replaced.
         var replaced: String?
+        /// The blobs the store now holds for this upload (processed, bucket stores only).
+        var blobs: [String]? = nil
     }
 }
 
@@ -70,6 +75,8 @@ public final class ProcessPool: @unchecked Sendable {
     public let loneCrashRetries: Int
     let faults: any RunFaults
     let interruption: Interruption
+    /// What the store holds, passed on to every worker with its jobs (nil: not tracked).
+    let ledger: BlobLedger?
 
     struct Item {
         /// The job's number in this run (`i` in the protocol).
@@ -98,8 +105,10 @@ public final class ProcessPool: @unchecked Sendable {
     private var unprocessedBySupervisor: [Int?] = []
 
     public init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
-                loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption()) {
+                loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption(),
+                knownBlobs: [String]? = nil) {
         self.faults = faults
+        ledger = knownBlobs.map(BlobLedger.init)
         self.interruption = interruption
         self.executable = executable
         self.arguments = arguments
@@ -300,6 +309,8 @@ public final class ProcessPool: @unchecked Sendable {
         let streaming = source.remaining == nil
         let encoder = JSONEncoder()
         let decoder = JSONDecoder()
+        /// How much of the ledger this worker has been told.
+        var told = 0
 
         func startClock() {
             lock.lock()
@@ -335,8 +346,13 @@ public final class ProcessPool: @unchecked Sendable {
             while unprocessed.count < window, !(inFlight.values.contains { $0.attempts > 0 }),
                   let item = take(slot, held: inFlight.count, unprocessed: unprocessed.count, from: source) {
                 let entry = item.entry
-                let job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
+                var job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
                                              absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)
+                if let ledger {
+                    let (news, next) = ledger.since(told)
+                    if !news.isEmpty { job.blobs = news }
+                    told = next
+                }
                 var line = (try? encoder.encode(job)) ?? Data()
                 line.append(0x0A)
                 inFlight[item.index] = item
@@ -371,6 +387,7 @@ public final class ProcessPool: @unchecked Sendable {
             case .line(let line):
                 guard let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) else { continue }
                 unprocessed.removeAll { $0 == reply.i }
+                if let blobs = reply.blobs { ledger?.add(blobs) }
                 startClock()
                 if reply.outcome != "staged" { complete(reply) }
             }
@@ -447,6 +464,31 @@ extension ProcessPool {
             }
             finish(FileResult(entry: result.entry, outcome: outcome, milliseconds: result.milliseconds, workerPeakRSSBytes: result.workerPeakRSSBytes))
         }
+    }
+}
+
+/// The blobs a run's store holds, as its workers learn them: the parent's
+/// listing, then what each worker reports having stored. Each worker is told,
+/// with its next job, what it has not been told yet, so that a blob is PUT once
+/// per run rather than once per worker (a worker otherwise starts knowing nothing).
+final class BlobLedger: @unchecked Sendable {
+    private let lock = NSLock()
+    private var names: [String] = []
+    private var seen: Set<String> = []
+
+    init(_ initial: [String]) { add(initial) }
+
+    func add(_ new: [String]) {
+        lock.lock()
+        for name in new where seen.insert(name).inserted { names.append(name) }
+        lock.unlock()
+    }
+
+    /// The names added since `cursor`, and the cursor to ask with next time.
+    func since(_ cursor: Int) -> ([String], Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (cursor < names.count ? Array(names[cursor...]) : [], names.count)
     }
 }
 
@@ -545,7 +587,8 @@ extension Backfill {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
                 reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest),
-                            digest: upload.manifest.source.digest, replaced: tag.2))
+                            digest: upload.manifest.source.digest, replaced: tag.2,
+                            blobs: store.knownBlobs != nil ? upload.blobs.map(\.hex) : nil))
             }
         }
         let reader = LineReader(input)
@@ -555,6 +598,7 @@ extension Backfill {
         // parent's next files may wait for exactly these commits).
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
+            if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
             let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
                                          manifestAbsent: job.absent ?? false, rawPath: job.raw)
             let started = DispatchTime.now().uptimeNanoseconds

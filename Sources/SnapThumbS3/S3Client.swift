@@ -92,8 +92,11 @@ public final class S3Client: Sendable {
     /// (a 412 answer then means "already there"); `ifMatch` replaces only that version.
     /// Every body carries a checksum the server checks: `x-amz-checksum-sha256`
     /// on S3, `Content-MD5` on Google Cloud Storage.
-    public func put(_ key: String, body: [UInt8], contentType: String, createOnly: Bool = false, ifMatch: String? = nil) throws -> S3Response {
-        let (headers, hex) = putHeaders(body: body, contentType: contentType, createOnly: createOnly, ifMatch: ifMatch)
+    /// `ifGeneration` (Google Cloud Storage) replaces only that generation.
+    public func put(_ key: String, body: [UInt8], contentType: String, createOnly: Bool = false, ifMatch: String? = nil,
+                    ifGeneration: String? = nil) throws -> S3Response {
+        var (headers, hex) = putHeaders(body: body, contentType: contentType, createOnly: createOnly, ifMatch: ifMatch)
+        if let ifGeneration { headers.append(("x-goog-if-generation-match", ifGeneration)) }
         return try send("PUT", key: key, headers: headers, body: body, payloadHash: hex, accept: [200, 201, 204, 412])
     }
 
@@ -118,9 +121,44 @@ public final class S3Client: Sendable {
 
     /// The object's bytes and ETag, or nil when there is none.
     public func get(_ key: String) throws -> (body: Data, etag: String)? {
+        try fetch(key).map { ($0.body, $0.header("etag") ?? "") }
+    }
+
+    /// The object's whole answer (its headers: ETag, a GCS generation), or nil when there is none.
+    /// A body shorter or longer than its Content-Length was retried (see `send`).
+    public func fetch(_ key: String) throws -> S3Response? {
         let response = try send("GET", key: key, accept: [200, 404])
-        guard response.status == 200 else { return nil }
-        return (response.body, response.header("etag") ?? "")
+        return response.status == 200 ? response : nil
+    }
+
+    /// How a checked read ended.
+    public enum CheckedRead: Sendable {
+        /// There is no such object.
+        case absent
+        /// A body that passed the check.
+        case good(S3Response)
+        /// A body that failed the check, and the next read gave the very same
+        /// bytes: what is stored, not a transfer that went wrong.
+        case bad(S3Response)
+    }
+
+    /// GETs an object until its body passes `check` (a blob hashes to its name, a
+    /// manifest parses). A body that fails it is read again, after the retry
+    /// policy's backoff: a broken cache or a truncating middlebox is transient.
+    /// Only the same failing bytes twice in a row are `bad`; bodies that fail
+    /// differently every time outlast the retries and throw `store`.
+    public func readChecked(_ key: String, check: (Data) -> Bool) throws -> CheckedRead {
+        var previous: Data?
+        let attempts = max(2, retry.attempts)
+        for attempt in 1 ... attempts {
+            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+            guard let response = try fetch(key) else { return .absent }
+            if check(response.body) { return .good(response) }
+            if let previous, previous == response.body { return .bad(response) }
+            previous = response.body
+            logger.debug("s3 read failed its check, reading again", metadata: ["key": "\(key)", "attempt": "\(attempt)", "bytes": "\(response.body.count)"])
+        }
+        throw SnapError(.store, "\(configuration.location): GET \(key): read \(attempts) times, a different body each time and never a good one; try again")
     }
 
     /// Whether the object exists.
@@ -194,6 +232,7 @@ public final class S3Client: Sendable {
             var request = URLRequest(url: url)
             request.httpMethod = method
             for (name, value) in signed where name.lowercased() != "host" { request.setValue(value, forHTTPHeaderField: name) }
+            request.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
             if !body.isEmpty || method == "PUT" { request.httpBody = Data(body) }
             counter.increment()
             switch perform(request) {
@@ -201,12 +240,15 @@ public final class S3Client: Sendable {
                 lastFailure = Self.describe(error)
                 guard Self.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
             case .success(let response):
-                if accept.contains(response.status) { return response }
-                lastFailure = describe(response)
-                if response.status == 401 || response.status == 403 {
+                // A body cut short (or padded) on the way is transient, like a dropped connection.
+                let damaged = method == "HEAD" ? nil : Self.lengthProblem(response)
+                if damaged == nil, accept.contains(response.status) { return response }
+                lastFailure = damaged ?? describe(response)
+                if damaged == nil, response.status == 401 || response.status == 403 {
                     throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
                 }
-                guard response.status >= 500 || response.status == 429 || response.status == 408 || response.status == 409 && response.errorCode == "ConditionalRequestConflict" else {
+                guard damaged != nil || response.status >= 500 || response.status == 429 || response.status == 408
+                        || response.status == 409 && response.errorCode == "ConditionalRequestConflict" else {
                     throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)")
                 }
             }
@@ -215,6 +257,19 @@ public final class S3Client: Sendable {
             }
         }
         throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
+    }
+
+    /// `snapthumb/<version>`, the version `--version` prints: what a server's logs show.
+    public static let userAgent = "snapthumb/\(SnapThumbVersion.current)"
+
+    /// Why a body cannot be what the server sent: its length is not the
+    /// Content-Length the answer announced (nil when it is, or when the body was
+    /// decoded on the way, so that the header speaks of other bytes).
+    static func lengthProblem(_ response: S3Response) -> String? {
+        guard let text = response.header("content-length"), let announced = Int(text.trimmingCharacters(in: .whitespaces)) else { return nil }
+        if let encoding = response.header("content-encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" { return nil }
+        guard announced != response.body.count else { return nil }
+        return "HTTP \(response.status) with a body of \(response.body.count) bytes where Content-Length said \(announced)"
     }
 
     private func perform(_ request: URLRequest) -> Result<S3Response, Error> {

@@ -9,6 +9,17 @@ public enum S3Provider: String, Sendable, Codable, CaseIterable {
     case gcs
 }
 
+/// Whether a store must first prove that the bucket refuses to overwrite an
+/// object under the create-only header (`S3Store.proveConditionalWrites`).
+public enum CreateOnlyCheck: String, Sendable, CaseIterable {
+    /// Prove it before the first manifest is written (the default).
+    case probe
+    /// The process that started this one proved it (backfill and watch tell their workers).
+    case proven
+    /// The operator accepted the risk (`--allow-unconditional-writes`): never checked.
+    case unchecked
+}
+
 /// Where a bucket store lives and how to reach it, from an `s3://BUCKET/PREFIX`
 /// URL and the environment variables AWS users already have.
 public struct S3Configuration: Sendable, CustomStringConvertible {
@@ -23,6 +34,8 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var credentials: S3Credentials
     /// Attempts per request, first one included (`AWS_MAX_ATTEMPTS`, as the AWS SDKs read it).
     public var maxAttempts: Int = 6
+    /// Whether create-only writes must be proven first (`create-only=` on the URL).
+    public var createOnlyCheck: CreateOnlyCheck = .probe
 
     /// `s3://BUCKET/PREFIX` without credentials: safe to print.
     public var location: String { "s3://\(bucket)/\(prefix)" }
@@ -61,6 +74,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         let url = String(pieces[0])
         var provider = provider
         var pathStyle = pathStyle
+        var createOnlyCheck = CreateOnlyCheck.probe
         if pieces.count > 1 {
             for option in pieces[1].split(separator: "&") {
                 let nv = option.split(separator: "=", maxSplits: 1).map(String.init)
@@ -71,6 +85,9 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
                 case ("path-style", let value):
                     guard let b = Bool(value) else { throw SnapError(.config, "\(RedactedURL.text(url)): path-style=\(value): expected true or false") }
                     if pathStyle == nil { pathStyle = b }
+                case ("create-only", let value):
+                    guard let check = CreateOnlyCheck(rawValue: value) else { throw SnapError(.config, "\(RedactedURL.text(url)): create-only=\(value): expected probe, proven or unchecked") }
+                    createOnlyCheck = check
                 default:
                     throw SnapError(.config, "\(RedactedURL.text(url)): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false)")
                 }
@@ -79,6 +96,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         guard let (bucket, prefix) = try Self.parseURL(url) else { throw SnapError(.config, "\"\(RedactedURL.text(url))\" is not an s3:// URL") }
         self.bucket = bucket
         self.prefix = prefix
+        self.createOnlyCheck = createOnlyCheck
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
             throw SnapError(.config, "\(RedactedURL.text(url)): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")

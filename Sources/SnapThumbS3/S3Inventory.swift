@@ -24,6 +24,9 @@ extension S3Store: StoreInventory {
         return try client.list(prefix: base).compactMap { object -> StoreEntry? in
             let parts = object.key.dropFirst(base.count).split(separator: "/", omittingEmptySubsequences: false)
             guard parts.count == 2, BlobName.isValid(parts[1]), parts[0] == parts[1].prefix(2) else { return nil }
+            // The create-only probe (S3Store.proveConditionalWrites) is the store's own, not an
+            // output: no manifest names it, and gc must not delete it (it would only be PUT again).
+            if parts[1] == S3Store.probeHex { return nil }
             return StoreEntry(name: String(parts[1]), bytes: object.size, modified: object.lastModified, version: object.etag)
         }.sorted { $0.name < $1.name }
     }

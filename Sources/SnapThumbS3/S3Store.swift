@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SnapThumbCore
+import VipsKit
 
 /// The bucket backend: the directory store's layout and bytes under
 /// `s3://BUCKET/PREFIX`.
@@ -8,37 +9,50 @@ import SnapThumbCore
 /// - A blob is PUT once by its content address (a PUT of the same bytes again
 ///   is harmless), with a checksum header so that the server refuses a damaged body.
 /// - A manifest is PUT only after every one of its blobs is stored, create-only
-///   (`If-None-Match: *`, or `x-goog-if-generation-match: 0` on GCS). When one is
-///   already there, `KeyConflict.decide` (shared with the directory store) decides:
+///   (`If-None-Match: *`, or `x-goog-if-generation-match: 0` on GCS), and only
+///   once the bucket has proved, in this process or its parent, that it refuses
+///   an overwrite under that header (`proveConditionalWrites`). When one is
+///   already there, `KeyConflict` (shared with the directory store) decides:
 ///   the same one again is a repeat; a new recipe for the same source replaces it
 ///   (only the version read, logged); other source bytes are a `conflict` unless
 ///   `onConflict` is `replace` (logged with both digests).
-/// - What exists is remembered: objects this process wrote, and, after
-///   `prepareForBackfill`, everything a listing showed.
+/// - Reads are checked: a body whose length is not its Content-Length, a
+///   manifest that does not parse, is read again; only the same bytes twice
+///   make a manifest unreadable (and then a `conflict` unless `replace`).
+/// - What exists is remembered (`knownBlobs`): objects this process wrote, what
+///   its parent passed on, and, after `prepareForBackfill`, everything a listing showed.
 public final class S3Store: StoreBackend, @unchecked Sendable {
     public let client: S3Client
     public let onConflict: ConflictPolicy
     /// Uploads in flight at once in a committer.
     public let concurrency: Int
+    public let knownBlobs: KnownBlobs? = KnownBlobs()
     private let logger: Logger
     private let lock = NSLock()
-    private var knownBlobs: Set<String> = []
     /// Keys with a manifest; nil until a listing has been made (then a backfill
     /// asks `isKnownAbsent` and makes no request for an absent key).
     private var knownManifests: Set<String>?
+    /// Held while the create-only probe runs: other committer threads wait for its answer.
+    private let probeLock = NSLock()
+    private var createOnly: CreateOnlyCheck
 
     public init(client: S3Client, onConflict: ConflictPolicy = .refuse, concurrency: Int = 16, logger: Logger = Logger(label: "snapthumb.s3")) {
         self.client = client
         self.onConflict = onConflict
         self.concurrency = max(1, concurrency)
         self.logger = logger
+        createOnly = client.configuration.createOnlyCheck
     }
 
     /// Opens `s3://BUCKET/PREFIX` with the environment's configuration and checks,
     /// once, that the bucket exists and the credentials are accepted (`config` error if not).
+    /// - Parameter allowUnconditionalWrites: the operator accepts a bucket that may not
+    ///   honour create-only writes (`--allow-unconditional-writes`): it is never probed.
     public static func open(_ url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil,
-                            onConflict: ConflictPolicy = .refuse, logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
-        let configuration = try S3Configuration(url: url, environment: environment, provider: provider, pathStyle: pathStyle)
+                            onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
+                            logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
+        var configuration = try S3Configuration(url: url, environment: environment, provider: provider, pathStyle: pathStyle)
+        if allowUnconditionalWrites { configuration.createOnlyCheck = .unchecked }
         let store = S3Store(client: S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts), logger: logger), onConflict: onConflict, logger: logger)
         try store.client.checkAccess()
         return store
@@ -47,10 +61,13 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     var configuration: S3Configuration { client.configuration }
     public var location: String { configuration.location }
     public var directory: String? { nil }
+    /// The store for a worker process, with what this one proved (`create-only=proven`).
     public var workerArgument: String {
         var options: [String] = []
         if configuration.provider != .s3 { options.append("provider=\(configuration.provider.rawValue)") }
         options.append("path-style=\(configuration.pathStyle)")
+        let check = locked { createOnly }
+        if check != .probe { options.append("create-only=\(check.rawValue)") }
         return location + "?" + options.joined(separator: "&")
     }
 
@@ -60,10 +77,28 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     /// The manifest file's bytes, exactly as the directory store writes them.
     static func manifestBytes(_ manifest: Manifest) -> [UInt8] { [UInt8](manifest.json(pretty: true)) + [0x0A] }
 
+    /// The published manifest, or nil when there is none or it is unreadable
+    /// (read twice, the same bytes, not a manifest). A transfer that went wrong is
+    /// retried; one that keeps going wrong throws `store`.
     public func manifest(for key: String) throws -> Manifest? {
         try StoreKey.validate(key)
-        guard let (body, _) = try client.get(manifestKey(key)) else { return nil }
-        return try? Manifest.decode(body)
+        if case .manifest(let manifest, _) = try readManifest(manifestKey(key)) { return manifest }
+        return nil
+    }
+
+    enum ManifestRead {
+        case absent
+        case manifest(Manifest, S3Response)
+        /// The same bytes twice, not a manifest.
+        case unreadable(S3Response)
+    }
+
+    func readManifest(_ objectKey: String) throws -> ManifestRead {
+        switch try client.readChecked(objectKey, check: { (try? Manifest.decode($0)) != nil }) {
+        case .absent: return .absent
+        case .good(let response): return .manifest(try Manifest.decode(response.body), response)
+        case .bad(let response): return .unreadable(response)
+        }
     }
 
     public func isKnownAbsent(_ key: String) -> Bool {
@@ -80,51 +115,156 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
             let name = object.key.split(separator: "/").last.map(String.init) ?? ""
             return name.count == 64 && object.size > 0 ? name : nil
         }
-        locked {
-            knownManifests = Set(manifests)
-            knownBlobs.formUnion(blobs)
-        }
+        locked { knownManifests = Set(manifests) }
+        knownBlobs?.insert(contentsOf: blobs)
     }
+
+    // MARK: Create-only, proven
+
+    /// The probe object: a blob like any other (its name is the SHA-256 of these
+    /// bytes), so that verify, listings and the layout need no exception for it.
+    static let probeBytes = [UInt8]("SnapThumb's create-only probe: written once per store, then PUT again under the create-only header, which must be refused.\n".utf8)
+    static let probeHex = SHA256.hex(probeBytes)
+
+    /// Proves, once per process, that the bucket refuses to overwrite an object
+    /// under the create-only header: the probe blob is PUT create-only until the
+    /// server refuses (at most twice: it creates, then must refuse). One PUT when
+    /// the probe exists, two on a new prefix. A server that accepts the overwrite
+    /// is a `config` error naming the header and the endpoint; nothing is published.
+    public func proveConditionalWrites() throws {
+        probeLock.lock()
+        defer { probeLock.unlock() }
+        guard locked({ createOnly }) == .probe else { return }
+        let header = configuration.provider == .gcs ? "x-goog-if-generation-match: 0" : "If-None-Match: *"
+        var answers: [Int] = []
+        for _ in 0 ..< 2 {
+            let response = try client.put(blobKey(Self.probeHex), body: Self.probeBytes, contentType: "text/plain; charset=utf-8", createOnly: true)
+            if response.status == 412 {
+                locked { createOnly = .proven }
+                knownBlobs?.insert(contentsOf: [Self.probeHex])
+                return
+            }
+            answers.append(response.status)
+        }
+        throw SnapError(.config, "\(location) at \(configuration.endpoint.absoluteString): the server does not honour conditional writes: "
+            + "a create-only PUT (\(header)) of an object that exists was accepted (HTTP \(answers.map(String.init).joined(separator: ", then "))), "
+            + "so a published manifest could be overwritten without a word. Use a server that refuses it with 412 (AWS S3, MinIO, Ceph RGW, GCS with provider=gcs), "
+            + "or accept the risk with --allow-unconditional-writes (SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES=true, store.allowUnconditionalWrites)")
+    }
+
+    // MARK: Publishing
 
     @discardableResult
     public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
         try StoreKey.validate(upload.manifest.key)
-        for blob in upload.blobs where !locked({ knownBlobs.contains(blob.hex) }) {
+        try proveConditionalWrites()
+        for blob in upload.blobs {
+            guard let known = knownBlobs, known.claim(blob.hex) else { continue }
+            var stored = false
+            defer { known.finished(blob.hex, stored: stored) }
             _ = try client.put(blobKey(blob.hex), body: blob.bytes, contentType: Self.mediaType(blob.bytes))
-            locked { _ = knownBlobs.insert(blob.hex) }
+            stored = true
         }
         return try publish(upload.manifest)
+    }
+
+    /// How an If-Match condition spells the ETag it was given. S3 compares the
+    /// quoted form; Ceph RGW (and DigitalOcean Spaces) compare the header with the
+    /// ETag they keep, without quotes, literally.
+    enum ETagForm: String, Sendable {
+        case quoted, bare
+
+        func spell(_ etag: String) -> String {
+            let bare = etag.hasPrefix("\"") && etag.hasSuffix("\"") && etag.count >= 2 ? String(etag.dropFirst().dropLast()) : etag
+            return self == .quoted ? "\"\(bare)\"" : bare
+        }
+    }
+
+    /// Which form each endpoint took last: tried first next time (the other one
+    /// only after a 412 on a version that did not change).
+    private static let etagForms = Locked<[String: ETagForm]>([:])
+
+    /// The forms to try, the one this endpoint took before first.
+    func etagForms() -> [ETagForm] {
+        Self.etagForms.value[configuration.endpoint.absoluteString] == .bare ? [.bare, .quoted] : [.quoted, .bare]
     }
 
     private func publish(_ manifest: Manifest) throws -> PublishOutcome {
         let key = manifestKey(manifest.key)
         let bytes = Self.manifestBytes(manifest)
-        for _ in 0 ..< 4 {
+        // The version last refused, and the conditions it refused: a 412 on a
+        // version that did not change is the server's answer to the condition.
+        var refused: (version: String, tried: [String])?
+        var versions = 0
+        // Each version gets at most two tries and a vanished manifest another create: bounded all the same.
+        for _ in 0 ..< 12 {
             let created = try client.put(key, body: bytes, contentType: "application/json", createOnly: true)
             if created.status != 412 {
-                locked { knownManifests?.insert(manifest.key) }
+                locked { _ = knownManifests?.insert(manifest.key) }
                 return .created
             }
             // One is there already: read it, and decide.
-            guard let (body, etag) = try client.get(key) else { continue } // deleted meanwhile: create again
-            let existing = try? Manifest.decode(body)
+            let existing: Manifest?, response: S3Response, decision: KeyConflict.Decision
+            switch try readManifest(key) {
+            case .absent: continue // deleted meanwhile: create again
+            case .manifest(let m, let r):
+                (existing, response) = (m, r)
+                decision = KeyConflict.decide(existing: m, new: manifest, policy: onConflict)
+            case .unreadable(let r):
+                (existing, response) = (nil, r)
+                decision = KeyConflict.decideUnreadable(key: manifest.key, bytes: r.body.count, policy: onConflict)
+            }
             let previous: String?, outcome: PublishOutcome
-            switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
+            switch decision {
             case .keep: return .repeated
             case .refuse(let error): throw error
             case .rederive: (previous, outcome) = (nil, .rederived)
             case .overwrite(let p): (previous, outcome) = (p, p.map { .replaced(previous: $0) } ?? .created)
             }
-            logger.notice("replacing a published manifest", metadata: [
-                "snap.key": "\(manifest.key)", "snap.store": "\(location)",
-                "snap.why": "\(previous != nil ? "other source bytes (--on-conflict replace)" : existing == nil ? "unreadable manifest" : "new recipe")",
-                "snap.old_source": "\(existing?.source.digest ?? "?")", "snap.new_source": "\(manifest.source.digest)",
-                "snap.old_recipe": "\(existing?.recipe.digest ?? "?")", "snap.new_recipe": "\(manifest.recipe.digest)"])
+            let etag = response.header("etag") ?? ""
+            let generation = configuration.provider == .gcs ? response.header("x-goog-generation") : nil
+            let version = generation ?? etag
+            if refused?.version != version {
+                versions += 1
+                guard versions <= 4 else {
+                    throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" changed \(versions - 1) times while being published (another writer); try again")
+                }
+                refused = (version, [])
+                logger.notice("replacing a published manifest", metadata: [
+                    "snap.key": "\(manifest.key)", "snap.store": "\(location)",
+                    "snap.why": "\(previous != nil ? "other source bytes (--on-conflict replace)" : existing == nil ? "unreadable manifest (--on-conflict replace)" : "new recipe")",
+                    "snap.old_source": "\(existing?.source.digest ?? "?")", "snap.new_source": "\(manifest.source.digest)",
+                    "snap.old_recipe": "\(existing?.recipe.digest ?? "?")", "snap.new_recipe": "\(manifest.recipe.digest)"])
+            }
             // Replace only the version just read: a concurrent writer's newer one is not overwritten blindly.
-            let replaced = try client.put(key, body: bytes, contentType: "application/json", ifMatch: etag.isEmpty ? nil : etag)
+            let replaced: S3Response
+            if let generation {
+                guard refused?.tried.isEmpty ?? true else { throw refusal(manifest.key, etag: nil, generation: generation) }
+                refused?.tried.append("generation")
+                replaced = try client.put(key, body: bytes, contentType: "application/json", ifGeneration: generation)
+            } else if etag.isEmpty {
+                // The server gave no ETag: nothing to condition on.
+                replaced = try client.put(key, body: bytes, contentType: "application/json")
+            } else {
+                guard let form = etagForms().first(where: { !(refused?.tried.contains($0.rawValue) ?? false) }) else {
+                    throw refusal(manifest.key, etag: etag, generation: nil)
+                }
+                refused?.tried.append(form.rawValue)
+                replaced = try client.put(key, body: bytes, contentType: "application/json", ifMatch: form.spell(etag))
+                if replaced.status != 412 { Self.etagForms.update { $0[configuration.endpoint.absoluteString] = form } }
+            }
             if replaced.status != 412 { return outcome }
         }
-        throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" kept changing while being published; try again")
+        throw SnapError(.store, "\(location): manifest for \"\(manifest.key)\" kept appearing and vanishing while being published (another writer); try again")
+    }
+
+    /// The server refused every spelling of the condition for a version that did
+    /// not change: it will not replace this manifest, now or on a retry.
+    private func refusal(_ key: String, etag: String?, generation: String?) -> SnapError {
+        let condition = generation.map { "x-goog-if-generation-match: \($0)" } ?? "If-Match with its ETag \(etag ?? ""), quoted and unquoted,"
+        return SnapError(.conflict, "\(location) at \(configuration.endpoint.absoluteString) refuses to replace the manifest of \"\(key)\": "
+            + "a PUT with \(condition) of the version just read was answered 412 Precondition Failed although that version did not change, "
+            + "so this server does not support replacing only the version read; the published manifest is kept")
     }
 
     /// What a blob is, for the object's Content-Type (readers download thumbnails directly).
@@ -144,6 +284,15 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         defer { lock.unlock() }
         return body()
     }
+}
+
+/// A value behind a lock.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.lock(); defer { lock.unlock() }; return stored }
+    func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
 }
 
 /// Commits uploads on a pool of threads, `concurrency` at a time: the store's

@@ -46,10 +46,12 @@ public enum S3Verifier {
                 return ("\(base)\(object.key): not a blob name (blobs/sha256/<2 hex>/<64 hex>)", name, -1)
             }
             do {
-                guard let (body, _) = try client.get(object.key) else { return ("\(base)\(object.key): listed but gone", name, -1) }
-                let actual = SHA256.hex(body)
-                if actual != name { return ("\(base)\(object.key): content hashes to sha256:\(actual), not its name", name, -1) }
-                return (nil, name, body.count)
+                // A body that fails its hash is read again: only the same bytes twice are what is stored.
+                switch try client.readChecked(object.key, check: { SHA256.hex($0) == name }) {
+                case .absent: return ("\(base)\(object.key): listed but gone", name, -1)
+                case .bad(let response): return ("\(base)\(object.key): content hashes to sha256:\(SHA256.hex(response.body)), not its name", name, -1)
+                case .good(let response): return (nil, name, response.body.count)
+                }
             } catch {
                 return ("\(base)\(object.key): unreadable: \(error)", name, -1)
             }
@@ -68,8 +70,11 @@ public enum S3Verifier {
             guard object.key.hasSuffix(".json") else { return (["\(path): not a manifest (no .json suffix)"], []) }
             let data: Data
             do {
-                guard let (body, _) = try client.get(object.key) else { return (["\(path): listed but gone"], []) }
-                data = body
+                // One that does not parse is read again: a transfer that went wrong is not a damaged manifest.
+                switch try client.readChecked(object.key, check: { (try? Manifest.decode($0)) != nil }) {
+                case .absent: return (["\(path): listed but gone"], [])
+                case .good(let response), .bad(let response): data = response.body
+                }
             } catch { return (["\(path): unreadable: \(error)"], []) }
             let schemaErrors = schema.validate(data)
             if !schemaErrors.isEmpty { return (schemaErrors.map { "\(path): schema: \($0)" }, []) }
@@ -102,6 +107,8 @@ public enum S3Verifier {
             result.problems += outcome.problems
             referenced.formUnion(outcome.blobs)
         }
+        // The create-only probe is SnapThumb's own blob, named by no manifest on purpose.
+        referenced.insert(S3Store.probeHex)
         result.orphans = blobSizes.keys.filter { !referenced.contains($0) }.sorted()
             .map { "\(base)\(prefix)blobs/sha256/\($0.prefix(2))/\($0)" }
         return result

@@ -24,11 +24,14 @@ public enum StoreLocation {
 
     /// Opens a store: a directory (created if missing) or a bucket (checked once:
     /// a missing bucket or refused credentials is a `config` error, before anything is written).
+    /// `allowUnconditionalWrites`: see `S3Store.open`.
     public static func open(_ argument: String, environment: [String: String] = ProcessInfo.processInfo.environment,
-                            onConflict: ConflictPolicy = .refuse, logger: Logger = Logger(label: "snapthumb.s3")) throws -> any StoreBackend {
+                            onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
+                            logger: Logger = Logger(label: "snapthumb.s3")) throws -> any StoreBackend {
         try check(argument)
         if S3Configuration.isS3URL(argument) {
-            return try S3Store.open(argument, environment: environment, onConflict: onConflict, logger: logger)
+            return try S3Store.open(argument, environment: environment, onConflict: onConflict,
+                                    allowUnconditionalWrites: allowUnconditionalWrites, logger: logger)
         }
         return try Store(root: argument, onConflict: onConflict)
     }

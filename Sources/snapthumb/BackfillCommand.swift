@@ -49,6 +49,9 @@ struct BackfillCommand: ParsableCommand {
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
 
+    @OptionGroup(title: "Store")
+    var storeOptions: StoreOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
@@ -133,7 +136,8 @@ struct BackfillCommand: ParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         var summary: BackfillSummary
         try StoreArgument.validate(options.store)
-        let store = try StoreArgument.open(options.store, onConflict: pipeline.settings.onConflict, logger: Console.logger)
+        let store = try StoreArgument.open(options.store, onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "backfill")
         do {
@@ -192,7 +196,8 @@ struct BackfillCommand: ParsableCommand {
             summary.ignored = ignored
         } catch let error as SnapError {
             Console.failure(directory, code: error.code.rawValue, message: error.message)
-            throw ExitCode(1)
+            // config: the store cannot be written safely (it ignores create-only writes); nothing was published.
+            throw ExitCode(error.code == .config ? 2 : 1)
         }
 
         if summary.interrupted, let directory = store.directory {

@@ -28,6 +28,9 @@ struct ProcessCommand: ParsableCommand {
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
 
+    @OptionGroup(title: "Store")
+    var storeOptions: StoreOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
@@ -37,7 +40,8 @@ struct ProcessCommand: ParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         let storePath = try StoreOption.resolve(store, layers)
         try StoreArgument.validate(storePath)
-        let store = try StoreArgument.open(storePath, onConflict: pipeline.settings.onConflict, logger: Console.logger)
+        let store = try StoreArgument.open(storePath, onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "process")
         var failed = false
@@ -61,6 +65,10 @@ struct ProcessCommand: ParsableCommand {
                                                               "snap.digest": "\(upload.manifest.source.digest)"])
                 }
                 printOut(String(decoding: upload.manifest.json(), as: UTF8.self))
+            } catch let error as SnapError where error.code == .config {
+                // The store cannot be written safely (it ignores create-only writes): nothing was published; stop.
+                Console.failure(file, code: error.code.rawValue, message: error.message)
+                throw ExitCode(2)
             } catch let error as SnapError {
                 failed = true
                 Console.failure(file, code: error.code.rawValue, message: error.message)

@@ -59,14 +59,52 @@ enum StoreArgument {
 
     /// Opens the store, checking a bucket's access once before anything is
     /// claimed or written: a missing bucket or refused credentials exit 2.
-    static func open(_ argument: String, onConflict: ConflictPolicy = .refuse, logger: Logger = stderrLogger) throws -> any StoreBackend {
+    /// With `allowUnconditionalWrites` a bucket is not asked to prove that it
+    /// honours create-only writes, and a warning says so on every start.
+    static func open(_ argument: String, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
+                     logger: Logger = stderrLogger) throws -> any StoreBackend {
         do {
-            return try StoreLocation.open(argument, onConflict: onConflict, logger: logger)
+            let store = try StoreLocation.open(argument, onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger)
+            if allowUnconditionalWrites, store.directory == nil {
+                logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
+                               metadata: ["snap.store": "\(store.location)"])
+            }
+            return store
         } catch let error as SnapError {
             // Messages from the bucket backend already start with the store's URL.
             let message = error.message.hasPrefix("s3://") ? error.message : "\(RedactedURL.text(argument)): \(error.message)"
             printError("\(error.code.rawValue): \(message)")
             throw ExitCode(error.code == .config ? 2 : 1)
         }
+    }
+}
+
+extension StoreArgument {
+    /// The store's create-only proof, before anything is claimed: a bucket that
+    /// accepts an overwrite under the create-only header exits 2. One that cannot
+    /// be reached now is not a verdict: the workers prove it before they publish.
+    static func proveConditionalWrites(_ store: any StoreBackend, logger: Logger) throws {
+        do { try store.proveConditionalWrites() } catch let error as SnapError where error.code.isTransient {
+            logger.warning("cannot prove yet that the bucket refuses overwrites under the create-only header; each worker proves it before it publishes",
+                           metadata: ["snap.store": "\(store.location)", "snap.error": "\(error.message)"])
+        } catch let error as SnapError {
+            let message = error.message.hasPrefix("s3://") ? error.message : "\(store.location): \(error.message)"
+            printError("\(error.code.rawValue): \(message)")
+            throw ExitCode(error.code == .config ? 2 : 1)
+        }
+    }
+}
+
+/// Store flags shared by the commands that write a store.
+struct StoreOptions: ParsableArguments {
+    @Flag(name: .long, help: "Write to a bucket even if it cannot prove that it refuses to overwrite an object under the create-only header (If-None-Match: *); a published manifest may then be overwritten without a word. A warning says so on every start. [env SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES; config store.allowUnconditionalWrites]")
+    var allowUnconditionalWrites = false
+
+    /// The flag, SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES, or store.allowUnconditionalWrites in the config file.
+    func allowsUnconditionalWrites(_ layers: ConfigLayers) throws -> Bool {
+        var layers = layers
+        if allowUnconditionalWrites { layers.flags["allow-unconditional-writes"] = "true" }
+        guard let (text, source) = layers.lookup("allow-unconditional-writes", file: [("store", "allowUnconditionalWrites")]) else { return false }
+        do { return try parseSwitch(text, source: source) } catch let error as SnapError { throw ValidationError(error.message) }
     }
 }

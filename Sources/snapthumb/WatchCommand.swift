@@ -77,6 +77,9 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
 
+    @OptionGroup(title: "Store")
+    var storeOptions: StoreOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
@@ -139,7 +142,10 @@ struct WatchCommand: AsyncParsableCommand {
         }
         let registry = WatchService.bootstrapMetrics()
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
-        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict, logger: logger)
+        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(try pipelineOptions.layers()), logger: logger)
+        // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
+        try StoreArgument.proveConditionalWrites(store, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
                                    notifier: ServiceNotifier(environment: ProcessInfo.processInfo.environment))
         let group = ServiceGroup(configuration: .init(

@@ -18,6 +18,14 @@ enum Repo {
             || ProcessInfo.processInfo.environment["SNAPTHUMB_REQUIRE_MOTO"] == "1"
     }
 
+    /// Ceph's RADOS Gateway, started by Scripts/rgw.sh (test.sh installs it). Without
+    /// radosgw these tests are skipped, unless SNAPTHUMB_REQUIRE_RGW=1 (set by test.sh)
+    /// makes that a failure.
+    static var rgwAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw")
+            || ProcessInfo.processInfo.environment["SNAPTHUMB_REQUIRE_RGW"] == "1"
+    }
+
     static func tempDirectory(_ name: String = "snapthumb-s3-test") -> String {
         let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString)"
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -37,8 +45,8 @@ final class Helper: @unchecked Sendable {
     private let stdin = Pipe()
     let firstLine: String
 
-    init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: Repo.python)
+    init(_ arguments: [String], executable: String = Repo.python) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out
@@ -61,8 +69,79 @@ final class Helper: @unchecked Sendable {
     }
 }
 
+/// An S3 server the tests run against, on 127.0.0.1, with a key allowed to use it.
+protocol S3Server: AnyObject, Sendable {
+    var name: String { get }
+    var endpoint: String { get }
+    var port: Int { get }
+    var accessKeyID: String { get }
+    var secretAccessKey: String { get }
+}
+
+extension S3Server {
+    /// The environment a snapthumb process needs to reach it (through `endpoint` if given).
+    func environment(endpoint: String? = nil, secret: String? = nil) -> [String: String] {
+        ["AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secret ?? secretAccessKey,
+         "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint ?? self.endpoint]
+    }
+
+    func client(bucket: String, endpoint: String? = nil, secret: String? = nil, retry: S3RetryPolicy = S3RetryPolicy(base: 0.02, cap: 0.2)) throws -> S3Client {
+        S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/", environment: environment(endpoint: endpoint, secret: secret)), retry: retry)
+    }
+
+    /// A new, empty bucket (signed CreateBucket, like any other request).
+    func newBucket() throws -> String {
+        let bucket = "t-" + UUID().uuidString.lowercased().prefix(18)
+        try client(bucket: bucket).send("PUT", key: nil, accept: [200])
+        return bucket
+    }
+}
+
+/// Ceph's RADOS Gateway on 127.0.0.1 (`Scripts/rgw.sh serve`: ceph-mon, one memstore
+/// ceph-osd and radosgw, all state in a temporary directory), with an S3 user.
+final class RGW: S3Server, @unchecked Sendable {
+    let name = "Ceph RGW"
+    let helper: Helper
+    let endpoint: String
+    let port: Int
+    let accessKeyID: String
+    let secretAccessKey: String
+    /// Where its state and logs are (removed when it stops).
+    let directory: String
+    /// The gateway's log: one `beast:` access line per request, with its User-Agent.
+    var log: String { directory + "/log/client.rgw.log" }
+
+    init() throws {
+        helper = try Helper(["\(Repo.root)/Scripts/rgw.sh", "serve"], executable: "/bin/bash")
+        struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String; let dir: String }
+        guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
+            helper.stop()
+            throw SnapError(.internal, "radosgw did not start (Scripts/rgw.sh serve): \(helper.firstLine)")
+        }
+        endpoint = info.endpoint
+        port = info.port
+        accessKeyID = info.access_key_id
+        secretAccessKey = info.secret_access_key
+        directory = info.dir
+    }
+
+    deinit { helper.stop() }
+
+    /// One cluster for the whole test process (it starts in 15-30 s); it stops
+    /// when this process ends (the script's stdin closes).
+    static let shared: Result<RGW, SnapError> = {
+        do { return .success(try RGW()) } catch { return .failure(error as? SnapError ?? SnapError(.internal, "\(error)")) }
+    }()
+
+    static func withBucket() throws -> (RGW, String) {
+        let rgw = try shared.get()
+        return (rgw, try rgw.newBucket())
+    }
+}
+
 /// moto's S3 server on 127.0.0.1 in auth mode, with an IAM key allowed to use S3.
-final class Moto: @unchecked Sendable {
+final class Moto: S3Server, @unchecked Sendable {
+    let name = "moto"
     let helper: Helper
     let endpoint: String
     let port: Int
@@ -93,23 +172,10 @@ final class Moto: @unchecked Sendable {
         do { return .success(try Moto(buckets: [])) } catch { return .failure(error as? SnapError ?? SnapError(.internal, "\(error)")) }
     }()
 
-    /// The shared server with a new, empty bucket (signed CreateBucket, like any other request).
+    /// The shared server with a new, empty bucket.
     static func withBucket() throws -> (Moto, String) {
         let moto = try shared.get()
-        let bucket = "t-" + UUID().uuidString.lowercased().prefix(18)
-        let client = try moto.client(bucket: bucket)
-        try client.send("PUT", key: nil, accept: [200])
-        return (moto, bucket)
-    }
-
-    /// The environment a snapthumb process needs to reach it (through `endpoint` if given).
-    func environment(endpoint: String? = nil, secret: String? = nil) -> [String: String] {
-        ["AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secret ?? secretAccessKey,
-         "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint ?? self.endpoint]
-    }
-
-    func client(bucket: String, endpoint: String? = nil, secret: String? = nil, retry: S3RetryPolicy = S3RetryPolicy(base: 0.02, cap: 0.2)) throws -> S3Client {
-        S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/", environment: environment(endpoint: endpoint, secret: secret)), retry: retry)
+        return (moto, try moto.newBucket())
     }
 }
 
@@ -119,11 +185,13 @@ final class FaultProxy: @unchecked Sendable {
     let endpoint: String
     let statsPath: String
 
-    init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1, faultMethods: String? = nil) throws {
+    /// `misbehaviour`: more of fault-proxy.py's options (`--accept-overwrites`, `--empty-get TEXT`, …).
+    init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1, faultMethods: String? = nil,
+         misbehaviour: [String] = []) throws {
         statsPath = NSTemporaryDirectory() + "snapthumb-proxy-\(UUID().uuidString).json"
         helper = try Helper(["\(Repo.root)/Scripts/fault-proxy.py", "--upstream", "127.0.0.1:\(upstreamPort)",
                              "--latency-ms", "\(latencyMs)", "--slowdown", "\(slowdown)", "--drop", "\(drop)",
-                             "--seed", "\(seed)", "--stats", statsPath] + (faultMethods.map { ["--fault-methods", $0] } ?? []))
+                             "--seed", "\(seed)", "--stats", statsPath] + (faultMethods.map { ["--fault-methods", $0] } ?? []) + misbehaviour)
         guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {
             helper.stop()
             throw SnapError(.internal, "the fault proxy did not start: \(helper.firstLine)")
@@ -145,6 +213,16 @@ final class FaultProxy: @unchecked Sendable {
         let forwarded: Int
         /// Successful PUTs by path.
         let puts_ok: [String: Int]
+        /// Every PUT by path, whatever its answer.
+        var puts: [String: Int] = [:]
+        /// Requests by User-Agent.
+        var user_agents: [String: Int] = [:]
+        var overwrites_accepted = 0
+        var if_match_refused = 0
+        var emptied = 0
+        var garbled = 0
+
+        var putCount: Int { puts.values.reduce(0, +) }
     }
 
     var stats: Stats {

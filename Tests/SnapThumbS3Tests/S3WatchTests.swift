@@ -62,13 +62,18 @@ struct S3WatchTests {
     @Test("kill -9 mid-batch, restart: every upload published exactly once, all in done/, verify clean")
     func killAndRestart() throws {
         let (moto, bucket) = try Moto.withBucket()
+        try Self.killAndRestart(moto, bucket: bucket)
+    }
+
+    /// The kill -9 check, against any server.
+    static func killAndRestart(_ server: any S3Server, bucket: String, prefix: String = "w") throws {
         // A 30 ms round trip keeps uploads in flight long enough to be killed mid-batch.
-        let proxy = try FaultProxy(upstreamPort: moto.port, latencyMs: 30)
-        let env = moto.environment(endpoint: proxy.endpoint)
+        let proxy = try FaultProxy(upstreamPort: server.port, latencyMs: 30)
+        let env = server.environment(endpoint: proxy.endpoint)
         let uploads = try Uploads()
         let count = 24
         for i in 0 ..< count { try uploads.drop("u\(i).\(i % 4 == 2 ? "png" : "jpg")", from: Self.samples[i % 4]) }
-        let store = "s3://\(bucket)/w"
+        let store = "s3://\(bucket)/\(prefix)"
         func manifestPuts() -> [String: Int] { proxy.stats.puts_ok.filter { $0.key.contains("/manifests/") } }
 
         let first = try uploads.start(store: store, environment: env, log: uploads.root + "/w0.log")
@@ -90,7 +95,7 @@ struct S3WatchTests {
         let puts = manifestPuts()
         #expect(puts.count == count, "\(puts)")
         #expect(puts.values.allSatisfy { $0 == 1 }, "a manifest was written twice: \(puts.filter { $0.value != 1 })")
-        let verify = try CLI.run(["verify", store], environment: moto.environment())
+        let verify = try CLI.run(["verify", store], environment: server.environment())
         #expect(verify.status == 0, "\(verify.stdout)")
         #expect(verify.stderr.contains("\(count) manifests: ok"))
     }

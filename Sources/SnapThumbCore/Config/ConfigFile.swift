@@ -35,7 +35,7 @@ public struct ConfigFile: Sendable {
 
     /// The sections besides `pipeline`, with the settings each accepts.
     public static let knownSettings: [String: [String]] = [
-        "store": ["path"],
+        "store": ["path", "allowUnconditionalWrites"],
         "backfill": ["jobs", "isolation", "progressInterval", "report", "printManifests", "shard"],
         "log": ["format", "level"],
         // "watch" is checked by the watch command, which knows its settings.

@@ -50,6 +50,18 @@ public enum KeyConflict {
         }
     }
 
+    /// For a published manifest that was read back twice, the same bytes both
+    /// times, and is still not a manifest (an object store's: a transfer that went
+    /// wrong is retried, never taken for this). Its source is unknown, so it may
+    /// be other bytes: refused as a `conflict` unless `replace`.
+    public static func decideUnreadable(key: String, bytes: Int, policy: ConflictPolicy) -> Decision {
+        switch policy {
+        case .replace: return .overwrite(previous: nil)
+        case .refuse:
+            return .refuse(SnapError(.conflict, "key \"\(key)\" already has a manifest that cannot be read (read twice: the same \(bytes) byte(s), not a manifest), so it may be of other source bytes; the published one is kept (--on-conflict replace publishes the new one instead)"))
+        }
+    }
+
     /// The `conflict` failure, naming both digests.
     public static func conflict(key: String, existing: String, new: String) -> SnapError {
         SnapError(.conflict, "key \"\(key)\" already has a manifest made from other source bytes (published \(existing), this upload \(new)); the published one is kept (--on-conflict replace publishes the new one instead)")

@@ -44,6 +44,14 @@ public protocol StoreBackend: Sendable {
     /// True when `prepareForBackfill`'s listing showed no manifest for `key`
     /// (then there is no need to ask); false when unknown.
     func isKnownAbsent(_ key: String) -> Bool
+    /// Proves, once per process, that the store refuses to overwrite a manifest
+    /// it was told to create only; throws `config` when it does not (a bucket
+    /// that ignores conditional writes). A directory needs no proof (link(2)).
+    func proveConditionalWrites() throws
+    /// The blobs this process knows are stored, when the backend keeps track
+    /// (a bucket: it asks nothing before writing one), so that a run's worker
+    /// processes share what each listed or wrote; nil for a directory.
+    var knownBlobs: KnownBlobs? { get }
 }
 
 /// Where a backfill reads its sources: files here, or objects in a bucket.
@@ -74,4 +82,6 @@ extension Store: StoreBackend {
 
     public func prepareForBackfill() throws {}
     public func isKnownAbsent(_ key: String) -> Bool { false }
+    public func proveConditionalWrites() throws {}
+    public var knownBlobs: KnownBlobs? { nil }
 }
