@@ -59,6 +59,9 @@ struct ConsumeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
 
+    @OptionGroup(title: "Store")
+    var storeOptions: StoreOptions
+
     @OptionGroup(title: "Pipeline settings")
     var pipelineOptions: PipelineOptions
 
@@ -169,14 +172,23 @@ struct ConsumeCommand: AsyncParsableCommand {
             throw startupFailure("--source (where uploads are read)", error)
         }
         let store: any StoreBackend
+        let allowUnconditional = try storeOptions.allowsUnconditionalWrites(layers)
         do {
-            store = try StoreLocation.open(options.store, environment: environment, onConflict: pipeline.settings.onConflict, logger: logger)
+            store = try StoreLocation.open(options.store, environment: environment, onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: allowUnconditional, logger: logger)
             if let directory = store.directory, access(directory, W_OK) != 0 {
                 throw SnapError(.config, "\(directory): the store is not writable by this user")
             }
         } catch {
             throw startupFailure("--store", error)
         }
+        if allowUnconditional, store.directory == nil {
+            logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
+                           metadata: ["snap.store": "\(store.location)"])
+        }
+        // As backfill and watch: a bucket that accepts an overwrite under the create-only header exits 2
+        // before any message is received; the workers are told it was proven.
+        try StoreArgument.proveConditionalWrites(store, logger: logger)
         if deadLetters == nil {
             logger.warning("no dead-letter queue (no redrive policy, no --dead-letter-queue): refused uploads are only logged")
         }

@@ -228,6 +228,12 @@ struct ConsumeTests {
         #expect(noSource.status == 2 && noSource.stderr.contains("--source"), "\(noSource.stderr)")
         let notS3 = try run([queue, "--source", "/tmp/uploads", "--store", "s3://\(uploads)/t"], env)
         #expect(notS3.status == 2 && notS3.stderr.contains("s3://BUCKET/PREFIX"), "\(notS3.stderr)")
+        // A store that accepts an overwrite under the create-only header: exit 2 before any message is taken.
+        let proxy = try FaultProxy(upstreamPort: moto.port, misbehaviour: ["--accept-overwrites"])
+        try moto.sqs(queueURL: queue).send(body: "{\"Service\":\"Amazon S3\",\"Event\":\"s3:TestEvent\"}")
+        let unconditional = try run([queue, "--source", "s3://\(uploads)/", "--store", "s3://\(uploads)/t"], moto.environment(endpoint: proxy.endpoint))
+        #expect(unconditional.status == 2 && unconditional.stderr.contains("conditional writes"), "\(unconditional.stderr)")
+        #expect(try moto.depth(queue) == (1, 0), "no message was received")
     }
 
     @Test("the queue's keys are backfill's keys: SourceScope against S3Sources' listing of the same objects")
