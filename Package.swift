@@ -101,10 +101,27 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // `snapthumb consume`: uploads announced on a message queue (S3 event notifications
+        // through SQS) as one more job source of the runner. The queue protocol and the
+        // event decoding know nothing of SQS; the SQS client signs with the bucket's SigV4.
+        .target(
+            name: "SnapThumbQueue",
+            dependencies: [
+                "SnapThumbCore",
+                "SnapThumbRunner",
+                "SnapThumbS3",
+                "SnapThumbWatch",
+                "VipsKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "snapthumb",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbQueue",
                 "SnapThumbRunner",
                 "SnapThumbBench",
                 "SnapThumbVerify",
@@ -124,7 +141,7 @@ let package = Package(
         // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
+            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
             exclude: ["Fixtures"]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).

@@ -4,7 +4,7 @@
 Run with .venv-moto/bin/python (see Scripts/moto.sh). It starts
 `moto_server -H 127.0.0.1 -p PORT` on a free port with INITIAL_NO_AUTH_ACTION_COUNT
 set, spends those first unauthenticated requests creating an IAM user, an access
-key and a policy that allows S3, then creates the requested buckets with that key
+key and a policy that allows S3 and SQS, then creates the requested buckets with that key
 (signed: from then on every request must carry a valid signature). It prints one
 JSON line: {"endpoint", "port", "access_key_id", "secret_access_key", "region"}.
 It stops moto when its standard input closes (also when the test that started it dies).
@@ -61,7 +61,7 @@ def main():
         key = iam.create_access_key(UserName="snapthumb")["AccessKey"]
         iam.put_user_policy(UserName="snapthumb", PolicyName="s3", PolicyDocument=json.dumps({
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+            "Statement": [{"Effect": "Allow", "Action": ["s3:*", "sqs:*"], "Resource": "*"}],
         }))
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", config=config,
                           aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])

@@ -221,7 +221,8 @@ public struct Backfill: Sendable {
     /// filesystem: with `jobs` committers each gathers a batch for `jobs` times the
     /// usual delay, so that the run as a whole still syncs about once per delay
     /// rather than `jobs` times as often (workers never wait for their commits).
-    func workerArguments() throws -> [String] {
+    /// The one place a worker's command line is made (`consume` runs its workers with it too).
+    public func workerArguments() throws -> [String] {
         let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
         var arguments = ["worker", "--store", store.workerArgument, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
         if let sources = reader.workerArgument { arguments += ["--sources", sources] }

@@ -17,7 +17,10 @@ public enum ManifestSchema {
     /// SwiftPM's own `Bundle.module` would stop the process when the bundle is missing;
     /// `verify` reports that instead.
     public static var searchPaths: [String] {
-        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
+        // The running binary itself: argv[0] is only a name when a shell found it on PATH
+        // (`snapthumb verify …` after an install, or in a container).
+        let running = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? ""
+        let executable = URL(fileURLWithPath: running).resolvingSymlinksInPath()
         let directories = [executable.deletingLastPathComponent(), Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
         var paths: [String] = []
         for directory in directories {

@@ -32,7 +32,7 @@ public struct ServiceNotifier: Sendable {
     public var isActive: Bool { socket != nil }
 
     /// Sends one notification; failures are logged, never fatal (systemd may have gone away).
-    func send(_ message: String, logger: Logger) {
+    public func send(_ message: String, logger: Logger) {
         guard let socket else { return }
         let error = NotifySocket.send(message, to: socket)
         if error != 0 {

@@ -99,12 +99,17 @@ final class WatchMetrics: @unchecked Sendable {
 }
 
 /// Writes the registry to `path` atomically (temp file + rename), so the collector
-/// never reads half a file.
-struct MetricsTextfile: Sendable {
-    let path: String
-    let registry: PrometheusCollectorRegistry
+/// never reads half a file. Shared by every daemon (`watch`, `consume`).
+public struct MetricsTextfile: Sendable {
+    public let path: String
+    public let registry: PrometheusCollectorRegistry
 
-    func write(logger: Logger) {
+    public init(path: String, registry: PrometheusCollectorRegistry) {
+        self.path = path
+        self.registry = registry
+    }
+
+    public func write(logger: Logger) {
         do {
             try FileOps.writeAtomically(registry.emitToBuffer(), to: path)
         } catch {

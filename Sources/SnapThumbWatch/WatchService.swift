@@ -253,17 +253,18 @@ public final class WatchService: Service, @unchecked Sendable {
 /// Exponential backoff for transient failures: 1 s, 2 s, 4 s … up to 60 s; reset by a
 /// success. It doubles once per failure seen after the last pause ended: the other
 /// jobs in flight that fail during a pause (a full store fails them all at once)
-/// share that pause instead of doubling it once per worker thread.
-final class Backoff: @unchecked Sendable {
+/// share that pause instead of doubling it once per worker thread. (`consume` pauses
+/// receiving by it too.)
+public final class Backoff: @unchecked Sendable {
     private let lock = NSLock()
     private let now: @Sendable () -> Double
     private var current = 0.0
     private var until = 0.0
 
-    init(now: @escaping @Sendable () -> Double = wallNow) { self.now = now }
+    public init(now: @escaping @Sendable () -> Double = wallNow) { self.now = now }
 
     /// The pause to take now, in seconds.
-    func next() -> Double {
+    public func next() -> Double {
         lock.lock()
         defer { lock.unlock() }
         let t = now()
@@ -273,7 +274,7 @@ final class Backoff: @unchecked Sendable {
         return current
     }
 
-    func reset() { lock.lock(); current = 0; until = 0; lock.unlock() }
+    public func reset() { lock.lock(); current = 0; until = 0; lock.unlock() }
 }
 
 /// True at most once per `seconds` (work that housekeeping does less often).

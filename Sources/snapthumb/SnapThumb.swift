@@ -33,7 +33,7 @@ struct SnapThumb: ParsableCommand {
           snapthumb gc ./store --dry-run
         """,
         version: SnapThumbVersion.current,
-        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, BenchCommand.self,
+        subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, ConsumeCommand.self, BenchCommand.self,
                       ConfigCommand.self, VersionCommand.self, WorkerCommand.self, DecodeFloorCommand.self,
                       LsCommand.self, GetCommand.self, GcCommand.self]
     )

@@ -1,0 +1,110 @@
+import Foundation
+
+/// What one queue message says happened in a bucket. Independent of the queue that
+/// carried it: SQS gives S3 event notifications (direct, in an SNS envelope, or as
+/// EventBridge events); a Pub/Sub decoder can give Cloud Storage's the same way.
+public enum BucketEvent: Sendable, Equatable {
+    /// An object was created (written, copied, or completed as a multipart upload).
+    case objectCreated(bucket: String, key: String, size: Int?)
+    /// A test message a bucket sends when notifications are configured (`s3:TestEvent`).
+    case test(bucket: String?)
+    /// Any other event (a deletion, a restore, a tag change): nothing to make.
+    case other(String)
+}
+
+/// Decodes the bodies that S3 sends, through SQS, about a bucket's objects.
+public enum S3EventDecoder {
+    /// The events in one message body; nil when the body is none of the known forms
+    /// (not JSON, or JSON without `Records`, an SNS `Message`, EventBridge `detail` or a test event).
+    ///
+    /// - S3 event notifications: `Records[].s3.bucket.name` and `.s3.object.key`, where the key
+    ///   is URL-encoded with `+` for a space (`red flower+1.jpg` arrives as `red+flower%2B1.jpg`).
+    /// - The same wrapped in an SNS envelope (`"Type": "Notification"`, the notification as a
+    ///   JSON string in `Message`), unless the subscription delivers raw messages (then it is the first form).
+    /// - EventBridge events (`"source": "aws.s3"`, `"detail-type": "Object Created"`), whose
+    ///   `detail.object.key` is the key as it is, not URL-encoded.
+    public static func decode(_ body: String) -> [BucketEvent]? {
+        guard let data = body.data(using: .utf8),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return decode(object)
+    }
+
+    static func decode(_ object: [String: Any]) -> [BucketEvent]? {
+        if let records = object["Records"] as? [[String: Any]] {
+            return records.map(record)
+        }
+        if object["Event"] as? String == "s3:TestEvent" {
+            return [.test(bucket: object["Bucket"] as? String)]
+        }
+        if object["Type"] as? String == "Notification", let message = object["Message"] as? String {
+            return decode(message)
+        }
+        if object["source"] as? String == "aws.s3", let detailType = object["detail-type"] as? String,
+           let detail = object["detail"] as? [String: Any] {
+            guard detailType == "Object Created" else { return [.other("EventBridge \(detailType)")] }
+            guard let bucket = (detail["bucket"] as? [String: Any])?["name"] as? String,
+                  let objectInfo = detail["object"] as? [String: Any], let key = objectInfo["key"] as? String else { return nil }
+            return [.objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]))]
+        }
+        return nil
+    }
+
+    private static func record(_ record: [String: Any]) -> BucketEvent {
+        let name = record["eventName"] as? String ?? "?"
+        guard let s3 = record["s3"] as? [String: Any],
+              let bucket = (s3["bucket"] as? [String: Any])?["name"] as? String,
+              let objectInfo = s3["object"] as? [String: Any], let encoded = objectInfo["key"] as? String else {
+            return .other("a record without s3.bucket.name and s3.object.key (\(name))")
+        }
+        guard name.hasPrefix("ObjectCreated:") || name.hasPrefix("s3:ObjectCreated:") else { return .other(name) }
+        guard let key = decodeKey(encoded) else { return .other("\(name) with a key that is not URL-encoded UTF-8") }
+        return .objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]))
+    }
+
+    /// An S3 notification's key: `+` is a space, then percent-decoding (`%2B` is `+`).
+    public static func decodeKey(_ encoded: String) -> String? {
+        encoded.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+
+    private static func number(_ value: Any?) -> Int? {
+        if let n = value as? Int { return n }
+        if let n = value as? NSNumber { return n.intValue }
+        if let s = value as? String { return Int(s) }
+        return nil
+    }
+}
+
+/// `--source s3://BUCKET/PREFIX`: which objects are uploads, and their keys, by the same
+/// rule as `backfill s3://BUCKET/PREFIX` (so a backfill and the queue never disagree on a key).
+public struct SourceScope: Sendable, Equatable {
+    public let bucket: String
+    /// "" or ending in "/".
+    public let prefix: String
+
+    public init(bucket: String, prefix: String) {
+        self.bucket = bucket
+        self.prefix = prefix
+    }
+
+    public enum Placement: Sendable, Equatable {
+        /// An upload with this key (the object key relative to the prefix).
+        case upload(key: String)
+        /// Another bucket, or outside the prefix.
+        case outside
+        /// Under the prefix, but not an upload for backfill either: a "directory" marker
+        /// (ends in `/`) or a dot-name in its path.
+        case ignored
+    }
+
+    public func place(bucket: String, objectKey: String) -> Placement {
+        guard bucket == self.bucket, objectKey.hasPrefix(prefix) else { return .outside }
+        let relative = String(objectKey.dropFirst(prefix.count))
+        if relative.isEmpty || relative.hasSuffix("/") || relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
+            return .ignored
+        }
+        return .upload(key: relative)
+    }
+
+    /// `s3://bucket/object-key`: how the bucket's source reader names an object.
+    public func path(of objectKey: String) -> String { "s3://\(bucket)/\(objectKey)" }
+}

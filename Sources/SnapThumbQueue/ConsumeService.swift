@@ -1,0 +1,176 @@
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import SnapThumbCore
+import SnapThumbRunner
+import SnapThumbWatch
+
+/// The settings `consume` runs with, validated by the command.
+public struct ConsumeConfiguration: Sendable {
+    /// Worker processes (images at once).
+    public var jobs: Int
+    /// On SIGTERM, how long jobs in flight may finish before their messages are released.
+    public var drainTimeout: Double = 25
+    /// Per-image time limit (a slower image is refused as `timeout`).
+    public var imageTimeout: Double = 10
+    public var metricsFile: String?
+    public var metricsInterval: Double = 5
+    /// Names this worker in dead letters and logs.
+    public var workerID: String
+
+    public init(jobs: Int, workerID: String) {
+        self.jobs = max(1, jobs)
+        self.workerID = workerID
+    }
+
+    /// Messages held at once: enough to keep every worker's window full with a batch to spare.
+    public var capacity: Int { max(2, jobs * 3) }
+}
+
+/// `snapthumb consume` as a swift-service-lifecycle `Service`: receives upload events from a
+/// queue and runs them through the same runner as backfill and watch (`ProcessPool`: `jobs`
+/// `snapthumb worker` processes that publish through their group commit). On graceful
+/// shutdown (SIGTERM/SIGINT) it stops receiving, lets jobs in flight finish for up to
+/// `drainTimeout`, releases every message it still holds (visible again at once) and returns.
+public final class ConsumeService: Service, Sendable {
+    public let config: ConsumeConfiguration
+    private let queue: any MessageQueue
+    private let deadLetters: (any DeadLetterSink)?
+    private let scope: SourceScope
+    private let decode: @Sendable (QueueMessage) -> [BucketEvent]?
+    private let workerExecutable: String
+    private let workerArguments: [String]
+    private let registry: PrometheusCollectorRegistry
+    private let logger: Logger
+    private let notifier: ServiceNotifier
+
+    /// - Parameters:
+    ///   - workerArguments: the `worker` command line of the runner's processes (`Backfill.workerArguments()`).
+    ///   - decode: reads a message's bucket events (``S3EventDecoder`` for SQS).
+    public init(config: ConsumeConfiguration, queue: any MessageQueue, deadLetters: (any DeadLetterSink)?, scope: SourceScope,
+                decode: @escaping @Sendable (QueueMessage) -> [BucketEvent]? = { S3EventDecoder.decode($0.body) },
+                workerExecutable: String, workerArguments: [String], registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+                logger: Logger, notifier: ServiceNotifier = .none) {
+        self.config = config
+        self.queue = queue
+        self.deadLetters = deadLetters
+        self.scope = scope
+        self.decode = decode
+        self.workerExecutable = workerExecutable
+        self.workerArguments = workerArguments
+        self.registry = registry
+        self.logger = logger
+        self.notifier = notifier
+    }
+
+    public func run() async throws {
+        // A worker process that dies makes writes to its pipe fail with EPIPE instead of ending this one.
+        signal(SIGPIPE, SIG_IGN)
+        let logger = self.logger
+        let config = self.config
+        let metrics = ConsumeMetrics(registry: registry)
+        let textfile = config.metricsFile.map { MetricsTextfile(path: $0, registry: registry) }
+        let source = QueueSource(queue: queue, deadLetters: deadLetters, scope: scope, decode: decode, metrics: metrics,
+                                 logger: logger, worker: config.workerID, capacity: config.capacity)
+        metrics.housekeep(inFlight: 0)
+        textfile?.write(logger: logger)
+
+        let pool = ProcessPool(executable: workerExecutable, arguments: workerArguments, jobs: config.jobs,
+                               window: 2, deadline: config.imageTimeout, loneCrashRetries: 1)
+        // Whichever comes first ends the service: graceful shutdown, or the runner giving up
+        // (no worker process can be started): then holding messages would only delay them.
+        let (endings, ending) = AsyncStream<Ending>.makeStream()
+        let runnerDone = DispatchGroup()
+        runnerDone.enter()
+        let runner = Thread {
+            do { try pool.run(source) { source.conclude($0) } } catch {
+                logger.critical("cannot run worker processes", metadata: ["snap.error": "\(describe(error))"])
+                ending.yield(.runnerFailed(describe(error)))
+            }
+            runnerDone.leave()
+        }
+        runner.name = "snapthumb-consume-runner"
+        runner.start()
+
+        let receiverDone = DispatchGroup()
+        receiverDone.enter()
+        let receiver = Thread {
+            source.receiveLoop()
+            receiverDone.leave()
+        }
+        receiver.name = "snapthumb-consume-receiver"
+        receiver.start()
+
+        let leases = Ticker(interval: min(1, max(0.1, queue.leaseSeconds / 6)), name: "snapthumb-consume-leases") {
+            source.extendLeases()
+        }
+        let housekeeping = Ticker(interval: config.metricsInterval, name: "snapthumb-consume-metrics") {
+            metrics.housekeep(inFlight: source.count)
+            textfile?.write(logger: logger)
+        }
+        logger.info("consuming", metadata: [
+            "snap.worker": "\(config.workerID)", "snap.queue": "\(queue.location)", "snap.source": "s3://\(scope.bucket)/\(scope.prefix)",
+            "snap.dead_letter_queue": "\(deadLetters?.location ?? "none")", "snap.jobs": "\(config.jobs)",
+            "snap.lease_s": "\(queue.leaseSeconds)"])
+
+        notifier.send("READY=1\nSTATUS=consuming \(queue.location)", logger: logger)
+        let notifier = self.notifier
+        // A receive loop that has not gone round for a long poll, a request's retries and a
+        // minute is stuck: the watchdog pings stop and systemd restarts the worker.
+        let watchdog = notifier.watchdogInterval.map { interval in
+            Ticker(interval: interval, name: "snapthumb-consume-watchdog") {
+                let quiet = source.secondsSinceLoop
+                if quiet < 20 + 60 + 60 {
+                    notifier.send("WATCHDOG=1", logger: logger)
+                } else {
+                    logger.error("the receive loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.quiet_s": "\(Int(quiet))"])
+                }
+            }
+        }
+
+        // An unstructured task inherits the service's task-locals, its graceful shutdown among them.
+        Task {
+            try? await gracefulShutdown()
+            ending.yield(.shutdown)
+        }
+        var why = Ending.shutdown
+        for await first in endings { why = first; break }
+        notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
+        logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
+            "snap.in_flight": "\(source.count)", "snap.drain_s": "\(config.drainTimeout)"])
+        source.stop()
+        pool.stop(drainDeadline: config.drainTimeout)
+        await Self.wait(for: runnerDone)
+        await Self.wait(for: receiverDone)
+        // Jobs that did not finish were handed back as abandoned: their messages are released.
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                source.finish()
+                continuation.resume()
+            }
+        }
+        leases.stop()
+        housekeeping.stop()
+        watchdog?.stop()
+        metrics.housekeep(inFlight: source.count)
+        textfile?.write(logger: logger)
+        logger.info("stopped", metadata: ["snap.worker": "\(config.workerID)"])
+        if case .runnerFailed(let reason) = why { throw SnapError(.internal, "cannot run worker processes: \(reason)") }
+    }
+
+    private enum Ending: Sendable {
+        case shutdown
+        case runnerFailed(String)
+    }
+
+    /// Waits for the group on a plain thread, so the cooperative pool is never blocked.
+    static func wait(for group: DispatchGroup) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                group.wait()
+                continuation.resume()
+            }
+        }
+    }
+}

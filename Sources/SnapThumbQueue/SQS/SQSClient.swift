@@ -1,0 +1,310 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+import SnapThumbCore
+import SnapThumbS3
+import VipsKit
+
+/// A small SQS client: AWS's JSON protocol (`POST /`, `X-Amz-Target: AmazonSQS.<Action>`,
+/// `application/x-amz-json-1.0`), signed with the bucket's Signature Version 4 code
+/// (service `sqs`), over Foundation's URLSession. Calls block the calling thread and are
+/// retried (capped exponential backoff with full jitter) on dropped connections, 5xx and
+/// throttling; a long poll can be cancelled.
+public final class SQSClient: Sendable {
+    public let configuration: SQSConfiguration
+    public let retry: S3RetryPolicy
+    private let signer: SigV4Signer
+    private let session: URLSession
+    private let logger: Logger
+
+    /// Seconds a long poll waits for a message (SQS's maximum).
+    public static let longPoll = 20.0
+
+    public init(configuration: SQSConfiguration, retry: S3RetryPolicy? = nil, logger: Logger = Logger(label: "snapthumb.sqs")) {
+        self.configuration = configuration
+        self.retry = retry ?? S3RetryPolicy(attempts: configuration.maxAttempts)
+        self.logger = logger
+        signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region, service: "sqs")
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.httpMaximumConnectionsPerHost = 16
+        // Long polls hold a request open for 20 s; each request sets its own timeout.
+        sessionConfiguration.timeoutIntervalForRequest = Self.longPoll + 20
+        sessionConfiguration.timeoutIntervalForResource = Self.longPoll + 40
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.urlCache = nil
+        sessionConfiguration.httpCookieStorage = nil
+        sessionConfiguration.httpShouldSetCookies = false
+        session = URLSession(configuration: sessionConfiguration)
+    }
+
+    deinit { session.invalidateAndCancel() }
+
+    /// The queue's attributes (`GetQueueAttributes`, all of them).
+    public func attributes(of queueURL: String? = nil) throws -> [String: String] {
+        let answer = try call("GetQueueAttributes", ["QueueUrl": queueURL ?? configuration.queueURL, "AttributeNames": ["All"]])
+        return answer["Attributes"] as? [String: String] ?? [:]
+    }
+
+    /// The URL of a queue named in an ARN (`arn:aws:sqs:<region>:<account>:<name>`), as
+    /// `GetQueueUrl` gives it.
+    public func queueURL(forARN arn: String) throws -> String {
+        let parts = arn.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 6, parts[0] == "arn", parts[2] == "sqs" else {
+            throw SnapError(.config, "\(configuration.name): the redrive policy names \"\(arn)\", which is not an SQS queue ARN")
+        }
+        var parameters: [String: Any] = ["QueueName": parts[5]]
+        if !parts[4].isEmpty { parameters["QueueOwnerAWSAccountId"] = parts[4] }
+        guard let url = try call("GetQueueUrl", parameters)["QueueUrl"] as? String else {
+            throw SnapError(.store, "\(configuration.name): GetQueueUrl for \(arn) gave no URL")
+        }
+        return url
+    }
+
+    /// `ReceiveMessage`: up to `maximum` (1-10) messages, waiting up to `wait` seconds.
+    /// Each body is checked against the MD5 the queue sent with it; a message whose body
+    /// does not match is left alone (it comes back after its visibility timeout).
+    /// `visibility` hides what is received for that many seconds (nil: the queue's VisibilityTimeout).
+    public func receive(maximum: Int, wait: Double, visibility: Int? = nil, cancellation: ReceiveCancellation) throws -> [QueueMessage] {
+        let waitSeconds = Int(max(0, min(Self.longPoll, wait)).rounded())
+        var parameters: [String: Any] = [
+            "QueueUrl": configuration.queueURL, "MaxNumberOfMessages": max(1, min(10, maximum)), "WaitTimeSeconds": waitSeconds,
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
+            "AttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
+        ]
+        if let visibility { parameters["VisibilityTimeout"] = max(0, min(43_200, visibility)) }
+        let answer = try call("ReceiveMessage", parameters, timeout: Double(waitSeconds) + 20, cancellation: cancellation)
+        var messages: [QueueMessage] = []
+        for item in answer["Messages"] as? [[String: Any]] ?? [] {
+            guard let id = item["MessageId"] as? String, let receipt = item["ReceiptHandle"] as? String,
+                  let body = item["Body"] as? String else { continue }
+            if let md5 = item["MD5OfBody"] as? String, md5.lowercased() != Self.hex(MD5.digest(Array(body.utf8))) {
+                logger.error("a message's body does not match its MD5; leaving it for redelivery", metadata: [
+                    "snap.queue": "\(configuration.name)", "snap.message_id": "\(id)"])
+                continue
+            }
+            let attributes = item["Attributes"] as? [String: String] ?? [:]
+            messages.append(QueueMessage(
+                id: id, receipt: receipt, body: body, deliveries: attributes["ApproximateReceiveCount"].flatMap { Int($0) },
+                sentAt: attributes["SentTimestamp"].flatMap { Double($0) }.map { $0 / 1000 }))
+        }
+        return messages
+    }
+
+    /// `ChangeMessageVisibility`.
+    public func changeVisibility(receipt: String, seconds: Int) throws {
+        _ = try call("ChangeMessageVisibility", ["QueueUrl": configuration.queueURL, "ReceiptHandle": receipt,
+                                                 "VisibilityTimeout": max(0, min(43_200, seconds))])
+    }
+
+    /// `DeleteMessage`.
+    public func delete(receipt: String) throws {
+        _ = try call("DeleteMessage", ["QueueUrl": configuration.queueURL, "ReceiptHandle": receipt])
+    }
+
+    /// `SendMessage` to `queueURL` (this client's queue when nil); returns the message id.
+    @discardableResult
+    public func send(body: String, attributes: [String: String] = [:], to queueURL: String? = nil) throws -> String {
+        var parameters: [String: Any] = ["QueueUrl": queueURL ?? configuration.queueURL, "MessageBody": body]
+        if !attributes.isEmpty {
+            parameters["MessageAttributes"] = attributes.mapValues { ["DataType": "String", "StringValue": $0] }
+        }
+        return try call("SendMessage", parameters)["MessageId"] as? String ?? ""
+    }
+
+    // MARK: Requests
+
+    private static let throttling: Set<String> = [
+        "ThrottlingException", "RequestThrottled", "AWS.SimpleQueueService.RequestThrottled", "KmsThrottled",
+        "ServiceUnavailable", "InternalError", "InternalFailure", "RequestTimeout",
+    ]
+    private static let missing: Set<String> = ["QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"]
+    private static let refused: Set<String> = [
+        "AccessDenied", "AccessDeniedException", "InvalidClientTokenId", "SignatureDoesNotMatch", "InvalidSignatureException",
+        "UnrecognizedClientException", "IncompleteSignature", "MissingAuthenticationToken", "ExpiredToken",
+    ]
+
+    /// One action of the JSON protocol: its answer as a JSON object. Errors: `config` for a
+    /// queue that does not exist or refused credentials, `store` for anything else (after
+    /// retries where a retry can help).
+    public func call(_ action: String, _ parameters: [String: Any], timeout: Double = 30,
+                     cancellation: ReceiveCancellation? = nil) throws -> [String: Any] {
+        let body = Array((try? JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])) ?? Data("{}".utf8))
+        let endpoint = configuration.endpoint
+        var host = endpoint.host ?? ""
+        if let port = endpoint.port { host += ":\(port)" }
+        guard let url = URL(string: "\(endpoint.scheme ?? "https")://\(host)/") else {
+            throw SnapError(.config, "\(configuration.name): cannot make a URL from the endpoint \(endpoint.absoluteString)")
+        }
+        let payloadHash = SHA256.hex(body)
+        var lastFailure = ""
+        for attempt in 1 ... retry.attempts {
+            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+            if cancellation?.isCancelled == true { throw QueueCancelled() }
+            let headers: [(String, String)] = [("Host", host), ("Content-Type", "application/x-amz-json-1.0"),
+                                               ("X-Amz-Target", "AmazonSQS.\(action)")]
+            let signed = signer.sign(SigV4Signer.Request(method: "POST", path: "/", headers: headers, payloadHash: payloadHash), at: Date())
+            var request = URLRequest(url: url, timeoutInterval: timeout)
+            request.httpMethod = "POST"
+            for (name, value) in signed where name.lowercased() != "host" { request.setValue(value, forHTTPHeaderField: name) }
+            request.httpBody = Data(body)
+            switch perform(request, cancellation: cancellation) {
+            case .failure(let error):
+                if cancellation?.isCancelled == true { throw QueueCancelled() }
+                lastFailure = Self.describe(error)
+                guard Self.isRetryable(error) else { throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)") }
+            case .success(let (status, data)):
+                let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+                if (200..<300).contains(status) { return object }
+                let code = Self.errorCode(object)
+                lastFailure = "HTTP \(status)" + (code.map { " \($0)" } ?? "") + ((object["message"] ?? object["Message"]).map { ": \(redact("\($0)"))" } ?? "")
+                if let code, Self.missing.contains(code) {
+                    throw SnapError(.config, "\(configuration.queueURL(for: parameters["QueueUrl"])): no such queue (\(lastFailure))")
+                }
+                if status == 403 || status == 401 || code.map(Self.refused.contains) == true {
+                    throw SnapError(.config, "\(configuration.name): \(action) refused (\(lastFailure)); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the region and the queue's policy")
+                }
+                guard status >= 500 || status == 429 || code.map(Self.throttling.contains) == true else {
+                    throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)")
+                }
+            }
+            if attempt < retry.attempts {
+                logger.debug("sqs request failed, retrying", metadata: ["snap.action": "\(action)", "snap.attempt": "\(attempt)", "snap.error": "\(lastFailure)"])
+            }
+        }
+        throw SnapError(.store, "\(configuration.name): \(action) failed \(retry.attempts) times: \(lastFailure)")
+    }
+
+    /// `__type` of a JSON error (`com.amazonaws.sqs#QueueDoesNotExist` gives `QueueDoesNotExist`).
+    static func errorCode(_ object: [String: Any]) -> String? {
+        guard let type = (object["__type"] ?? object["code"] ?? object["Code"]) as? String else { return nil }
+        return type.split(separator: "#").last.map(String.init) ?? type
+    }
+
+    private func perform(_ request: URLRequest, cancellation: ReceiveCancellation?) -> Result<(Int, Data), any Error> {
+        let box = AnswerBox()
+        let task = session.dataTask(with: request) { data, response, error in
+            if let error {
+                box.set(.failure(error))
+            } else if let http = response as? HTTPURLResponse {
+                box.set(.success((http.statusCode, data ?? Data())))
+            } else {
+                box.set(.failure(URLError(.badServerResponse)))
+            }
+        }
+        if let cancellation {
+            return cancellation.whileRegistered({ task.cancel() }) {
+                task.resume()
+                return box.wait()
+            }
+        }
+        task.resume()
+        return box.wait()
+    }
+
+    static func isRetryable(_ error: any Error) -> Bool {
+        guard let error = error as? URLError else { return false }
+        switch error.code {
+        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
+             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
+             .secureConnectionFailed, .unknown:
+            return true
+        default:
+            return false
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? URLError {
+            switch error.code {
+            case .timedOut: return "timed out"
+            case .cannotConnectToHost: return "connection refused"
+            case .networkConnectionLost: return "connection lost"
+            case .cancelled: return "cancelled"
+            default: return "network error \(error.code.rawValue)"
+            }
+        }
+        return "\(type(of: error))"
+    }
+
+    /// Removes anything of the credentials from text a server sent back.
+    func redact(_ text: String) -> String {
+        var text = text
+        let credentials = configuration.credentials
+        for secret in [credentials.secretAccessKey, credentials.sessionToken ?? "", credentials.accessKeyID] where secret.count >= 4 {
+            text = text.replacingOccurrences(of: secret, with: "<redacted>")
+        }
+        return text
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+}
+
+/// A receive that shutdown cancelled.
+public struct QueueCancelled: Error, Sendable {}
+
+extension SQSConfiguration {
+    fileprivate func queueURL(for parameter: Any?) -> String { parameter as? String ?? queueURL }
+}
+
+private final class AnswerBox: @unchecked Sendable {  // `result` is written before the semaphore signals, read after
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var result: Result<(Int, Data), any Error>?
+    func set(_ r: Result<(Int, Data), any Error>) {
+        result = r
+        semaphore.signal()
+    }
+    func wait() -> Result<(Int, Data), any Error> {
+        semaphore.wait()
+        return result!
+    }
+}
+
+/// An SQS queue as the consumer's ``MessageQueue``.
+public struct SQSQueue: MessageQueue {
+    public let client: SQSClient
+    public let leaseSeconds: Double
+
+    public init(client: SQSClient, leaseSeconds: Double) {
+        self.client = client
+        self.leaseSeconds = leaseSeconds
+    }
+
+    public var location: String { client.configuration.queueURL }
+
+    public func receive(maximum: Int, wait: Double, cancellation: ReceiveCancellation) throws -> [QueueMessage] {
+        // The lease this consumer extends by is the one the receive starts with (--visibility-timeout may differ from the queue's).
+        try client.receive(maximum: maximum, wait: wait, visibility: Int(leaseSeconds.rounded(.up)), cancellation: cancellation)
+    }
+
+    public func setLease(_ message: QueueMessage, seconds: Double) throws {
+        try client.changeVisibility(receipt: message.receipt, seconds: Int(seconds.rounded(.up)))
+    }
+
+    public func acknowledge(_ message: QueueMessage) throws { try client.delete(receipt: message.receipt) }
+}
+
+/// An SQS dead-letter queue: one JSON message per refused upload (key, code, message,
+/// object, the original message id, the worker), with `code` and `key` also as message
+/// attributes for filtering.
+public struct SQSDeadLetters: DeadLetterSink {
+    public let client: SQSClient
+    public let queueURL: String
+
+    public init(client: SQSClient, queueURL: String) {
+        self.client = client
+        self.queueURL = queueURL
+    }
+
+    public var location: String { queueURL }
+
+    public func send(_ letter: DeadLetter) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = String(decoding: try encoder.encode(letter), as: UTF8.self)
+        var attributes = ["code": letter.code]
+        if let key = letter.key { attributes["key"] = key }
+        try client.send(body: body, attributes: attributes, to: queueURL)
+    }
+}

@@ -1,0 +1,215 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SnapThumbCore
+import SnapThumbQueue
+import SnapThumbRunner
+import SnapThumbS3
+import SnapThumbWatch
+
+struct ConsumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "consume",
+        abstract: "Process uploads announced on an SQS queue by a bucket's event notifications, as a long-running worker.",
+        discussion: """
+        Receives S3 event notifications (direct, through SNS, or EventBridge 'Object Created' events) from QUEUE_URL with long polling, and processes each object created under --source into the store, through --jobs worker processes. The upload's key is the object key relative to --source's prefix, exactly as 'backfill s3://…' names it. Test events, other events and objects outside --source are deleted with one log line.
+
+        A message is deleted only after its manifest is published, or the upload is a repeat, or it was refused with a code; refused uploads go to the dead-letter queue (--dead-letter-queue, or the queue's redrive policy) with their key, code and message. Transient failures (store or bucket unreachable) leave the message on the queue, to come back after a backoff. A message held longer than half the visibility timeout has it extended; a worker killed with -9 loses nothing.
+
+        SIGTERM/SIGINT: stop receiving, finish jobs in flight within --drain-timeout, release the rest (visible again at once), exit 0. Start-up checks (credentials, the queue, the bucket, the store) fail with exit 2.
+
+        Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The queue's URL, as SQS gives it (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).", valueName: "queue-url"))
+    var queueURL: String
+
+    @Option(name: .long, help: ArgumentHelp("The uploads: objects created under this bucket prefix. [env SNAPTHUMB_SOURCE]", valueName: "s3://BUCKET/PREFIX"))
+    var source: String?
+
+    @Option(name: [.customShort("s"), .long], help: ArgumentHelp(StoreArgument.help + " [env SNAPTHUMB_STORE; config store.path]", valueName: "dir|s3-url"))
+    var store: String?
+
+    @Option(name: [.customShort("j"), .long], parsing: .unconditional, help: ArgumentHelp("Images processed at once (worker processes). [default: the number of cores; env SNAPTHUMB_JOBS]", valueName: "n"))
+    var jobs: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where refused uploads go. [default: the queue's redrive policy's target; env SNAPTHUMB_DEAD_LETTER_QUEUE]", valueName: "queue-url"))
+    var deadLetterQueue: String?
+
+    @Option(name: .long, help: ArgumentHelp("How long a received message stays hidden; extended at half of it while working. [default: the queue's VisibilityTimeout]", valueName: "duration"))
+    var visibilityTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("Per-image time limit; slower images are refused as 'timeout'. [default: 10s]", valueName: "duration"))
+    var imageTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("On SIGTERM, how long in-flight images may finish before their messages are released. [default: 25s]", valueName: "duration"))
+    var drainTimeout: String?
+
+    @Option(name: .long, help: ArgumentHelp("This worker's name in logs and dead letters. [default: <host>.<pid>]", valueName: "id"))
+    var workerID: String?
+
+    @Option(name: .long, help: ArgumentHelp("Write Prometheus metrics to this .prom file (node_exporter textfile collector).", valueName: "file"))
+    var metricsFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("How often the metrics file is rewritten. [default: 5s]", valueName: "duration"))
+    var metricsInterval: String?
+
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
+
+    @OptionGroup(title: "Store")
+    var storeOptions: StoreOptions
+
+    @OptionGroup(title: "Pipeline settings")
+    var pipelineOptions: PipelineOptions
+
+    /// The settings after flags, SNAPTHUMB_* variables and defaults (the store also from the config file).
+    struct Resolved {
+        var source = ""
+        var store = ""
+        var jobs = ProcessInfo.processInfo.activeProcessorCount
+        var deadLetterQueue: String?
+        var visibilityTimeout: Double?
+        var imageTimeout = 10.0
+        var drainTimeout = 25.0
+        var workerID: String?
+        var metricsFile: String?
+        var metricsInterval = 5.0
+    }
+
+    func resolve(_ base: ConfigLayers) throws -> Resolved {
+        var layers = base
+        for (name, value) in [("source", source), ("jobs", jobs), ("dead-letter-queue", deadLetterQueue), ("visibility-timeout", visibilityTimeout),
+                              ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("worker-id", workerID),
+                              ("metrics-file", metricsFile), ("metrics-interval", metricsInterval)] {
+            if let value { layers.flags[name] = value }
+        }
+        var r = Resolved()
+        func duration(_ flag: String, allowZero: Bool = false) throws -> Double? {
+            guard let (text, source) = layers.lookup(flag) else { return nil }
+            guard let seconds = parseDuration(text), seconds > 0 || allowZero && seconds == 0 else {
+                throw SnapError(.config, "\(source) must be a positive duration such as 500ms, 10s, 5m or 2h (got '\(text)')")
+            }
+            return seconds
+        }
+        do {
+            guard let (source, origin) = layers.lookup("source"), !source.isEmpty else {
+                throw SnapError(.config, "no source given: pass --source s3://BUCKET/PREFIX (or set SNAPTHUMB_SOURCE)")
+            }
+            guard (try? S3Configuration.parseURL(source)) != nil else {
+                throw SnapError(.config, "\(origin) must be an s3://BUCKET/PREFIX URL (got '\(source)')")
+            }
+            r.source = source
+            r.store = try StoreOption.resolve(store, base)
+            if let (text, source) = layers.lookup("jobs") { r.jobs = try parseCount(text, minimum: 1, source: source) }
+            if let (text, _) = layers.lookup("dead-letter-queue"), !text.isEmpty { r.deadLetterQueue = text }
+            r.visibilityTimeout = try duration("visibility-timeout")
+            r.imageTimeout = try duration("image-timeout") ?? r.imageTimeout
+            r.drainTimeout = try duration("drain-timeout", allowZero: true) ?? r.drainTimeout
+            if let (text, _) = layers.lookup("worker-id"), !text.isEmpty { r.workerID = text }
+            if let (text, _) = layers.lookup("metrics-file"), !text.isEmpty {
+                let directory = (text as NSString).deletingLastPathComponent
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: directory.isEmpty ? "." : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw SnapError(.config, "--metrics-file: the directory \(directory) does not exist")
+                }
+                r.metricsFile = text
+            }
+            r.metricsInterval = try duration("metrics-interval") ?? r.metricsInterval
+        } catch let error as SnapError { throw ValidationError(error.message) }
+        try StoreArgument.validate(r.store)
+        return r
+    }
+
+    /// A start-up check failed: one sentence on stderr naming what was checked, exit 2.
+    private func startupFailure(_ what: String, _ error: any Error) -> ExitCode {
+        let message = (error as? SnapError)?.message ?? describe(error)
+        printError("consume: \(what): \(message)")
+        return ExitCode(2)
+    }
+
+    func run() async throws {
+        let layers = try pipelineOptions.layers()
+        let options = try resolve(layers)
+        let pipeline = try pipelineOptions.pipeline()
+        try logging.bootstrap(file: layers.file)
+        let logger = Logger(label: "snapthumb.consume")
+        let environment = ProcessInfo.processInfo.environment
+
+        // Start-up checks, in the order a person would fix them: the queue (and its
+        // credentials), the bucket the uploads are read from, the store.
+        let client: SQSClient
+        let lease: Double
+        var deadLetters: SQSDeadLetters?
+        do {
+            client = SQSClient(configuration: try SQSConfiguration(queueURL: queueURL, environment: environment), logger: logger)
+            let attributes = try client.attributes()
+            guard let seconds = options.visibilityTimeout ?? attributes["VisibilityTimeout"].flatMap(Double.init), seconds >= 1 else {
+                throw SnapError(.config, "\(queueURL): the queue has no VisibilityTimeout of at least 1 s; set one, or pass --visibility-timeout")
+            }
+            lease = seconds
+            var deadLetterURL = options.deadLetterQueue
+            if deadLetterURL == nil, let policy = attributes["RedrivePolicy"], let data = policy.data(using: .utf8),
+               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let arn = object["deadLetterTargetArn"] as? String {
+                deadLetterURL = try client.queueURL(forARN: arn)
+            }
+            if let deadLetterURL {
+                _ = try client.attributes(of: deadLetterURL)
+                deadLetters = SQSDeadLetters(client: client, queueURL: deadLetterURL)
+            }
+        } catch {
+            throw startupFailure("the queue", error)
+        }
+        let sources: S3Sources
+        let scope: SourceScope
+        do {
+            sources = try S3Sources(url: options.source, environment: environment)
+            try sources.client.checkAccess()
+            scope = SourceScope(bucket: sources.client.configuration.bucket, prefix: sources.client.configuration.prefix)
+        } catch {
+            throw startupFailure("--source (where uploads are read)", error)
+        }
+        let store: any StoreBackend
+        let allowUnconditional = try storeOptions.allowsUnconditionalWrites(layers)
+        do {
+            store = try StoreLocation.open(options.store, environment: environment, onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: allowUnconditional, logger: logger)
+            if let directory = store.directory, access(directory, W_OK) != 0 {
+                throw SnapError(.config, "\(directory): the store is not writable by this user")
+            }
+        } catch {
+            throw startupFailure("--store", error)
+        }
+        if allowUnconditional, store.directory == nil {
+            logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
+                           metadata: ["snap.store": "\(store.location)"])
+        }
+        // As backfill and watch: a bucket that accepts an overwrite under the create-only header exits 2
+        // before any message is received; the workers are told it was proven.
+        try StoreArgument.proveConditionalWrites(store, logger: logger)
+        if deadLetters == nil {
+            logger.warning("no dead-letter queue (no redrive policy, no --dead-letter-queue): refused uploads are only logged")
+        }
+
+        let identity = WorkerIdentity(id: options.workerID)
+        var config = ConsumeConfiguration(jobs: options.jobs, workerID: identity.id)
+        config.drainTimeout = options.drainTimeout
+        config.imageTimeout = options.imageTimeout
+        config.metricsFile = options.metricsFile
+        config.metricsInterval = options.metricsInterval
+        let arguments = try Backfill(pipeline: pipeline, store: store, jobs: options.jobs, isolation: .processes(executable: selfExecutable),
+                                     reader: sources).workerArguments() + ["--isolated"]
+        let service = ConsumeService(config: config, queue: SQSQueue(client: client, leaseSeconds: lease), deadLetters: deadLetters,
+                                     scope: scope, workerExecutable: selfExecutable, workerArguments: arguments, logger: logger,
+                                     notifier: ServiceNotifier(environment: environment))
+        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            printError("consume: \(describe(error))")
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+@testable import SnapThumbQueue
+@testable import SnapThumbS3
+
+/// Every `snapthumb` command line in deploy/ runs, with its variables substituted, against
+/// moto's S3 and SQS on loopback: the deployment files cannot drift from the command line.
+@Suite("deploy/ files", .serialized, .enabled(if: Repo.motoAvailable))
+struct DeployFilesTests {
+    struct CommandLine: CustomStringConvertible {
+        let file: String
+        let arguments: [String]
+        var description: String { "\(file): snapthumb \(arguments.joined(separator: " "))" }
+    }
+
+    static let deploy = "\(Repo.root)/deploy"
+
+    /// `args: [...]` lines of the Kubernetes files (JSON arrays) and `RUN snapthumb …` lines of the Containerfile.
+    static func commandLines() throws -> [CommandLine] {
+        var found: [CommandLine] = []
+        let files = try FileManager.default.subpathsOfDirectory(atPath: deploy).sorted()
+        for file in files {
+            guard let text = try? String(contentsOfFile: "\(deploy)/\(file)", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                if line.hasPrefix("args:") {
+                    let json = line.dropFirst("args:".count).trimmingCharacters(in: .whitespaces)
+                    let arguments = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String], "\(file): \(line)")
+                    found.append(CommandLine(file: file, arguments: arguments))
+                } else if line.hasPrefix("RUN snapthumb ") {
+                    found.append(CommandLine(file: file, arguments: line.dropFirst("RUN snapthumb ".count).split(separator: " ").map(String.init)))
+                }
+            }
+        }
+        return found
+    }
+
+    /// `$(NAME)` replaced from `values`; a name without a value fails the test.
+    static func substitute(_ arguments: [String], _ values: [String: String]) throws -> [String] {
+        try arguments.map { argument in
+            var out = argument
+            while let start = out.range(of: "$("), let end = out.range(of: ")", range: start.upperBound..<out.endIndex) {
+                let name = String(out[start.upperBound..<end.lowerBound])
+                let value = try #require(values[name], "no value for $(\(name)) in \(arguments)")
+                out.replaceSubrange(start.lowerBound..<end.upperBound, with: value)
+            }
+            return out
+        }
+    }
+
+    @Test("the files hold the command lines this test knows how to run, and the ConfigMap defines every variable they use")
+    func inventory() throws {
+        let lines = try Self.commandLines()
+        #expect(Set(lines.map { $0.arguments.first ?? "" }) == ["consume", "backfill", "version"], "\(lines)")
+        let configMap = try String(contentsOfFile: "\(Self.deploy)/kubernetes/consume.yaml", encoding: .utf8)
+        for line in lines where line.file.hasPrefix("kubernetes/") {
+            for argument in line.arguments {
+                var rest = Substring(argument)
+                while let start = rest.range(of: "$("), let end = rest.range(of: ")", range: start.upperBound..<rest.endIndex) {
+                    let name = String(rest[start.upperBound..<end.lowerBound])
+                    #expect(name == "JOB_COMPLETION_INDEX" || configMap.contains("\n  \(name): "), "\(line.file) uses $(\(name)), which the ConfigMap does not define")
+                    rest = rest[end.upperBound...]
+                }
+            }
+        }
+        let job = try String(contentsOfFile: "\(Self.deploy)/kubernetes/backfill-job.yaml", encoding: .utf8)
+        #expect(job.contains("completionMode: Indexed") && job.contains("completions: 4") && job.contains("\"$(JOB_COMPLETION_INDEX)/4\""))
+        #expect(configMap.contains("type: aws-sqs-queue") && configMap.contains("kind: ScaledObject"))
+    }
+
+    @Test("every command line runs: the image's smoke test, the sharded backfill's 4 pods (each key once), the consume Deployment (drains the queue, SIGTERM exits 0)")
+    func run() throws {
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let (queue, _) = try moto.makeQueue(uniqueName("deploy"), visibility: 10)
+        try moto.notify(bucket: uploads, queueURL: queue)
+        let client = try moto.client(bucket: uploads)
+        let keys = ["a.jpg", "b c.jpg", "d+e/f.png", "g/h i+j.jpg", "k.jpg", "l/m.png"]
+        for (i, key) in keys.enumerated() {
+            let sample = Repo.sample("snaps/\(ConsumeTests.good[i % ConsumeTests.good.count])")
+            _ = try client.put("snaps/" + key, body: [UInt8](try Data(contentsOf: URL(fileURLWithPath: sample))), contentType: "image/jpeg")
+        }
+        var values = ["QUEUE_URL": queue, "SOURCE_URL": "s3://\(uploads)/snaps/", "STORE_URL": "s3://\(thumbs)/v1"]
+        let env = moto.environment()
+        let lines = try Self.commandLines()
+
+        for line in lines where line.arguments.first == "version" {
+            let result = try CLI.run(try Self.substitute(line.arguments, values), environment: env)
+            #expect(result.status == 0, "\(line): \(result.stderr)")
+        }
+
+        // The Indexed Job: every index, as Kubernetes would run them; together they publish every key once.
+        let backfills = lines.filter { $0.arguments.first == "backfill" }
+        #expect(backfills.count == 1)
+        var processed = 0
+        for line in backfills {
+            for index in 0..<4 {
+                values["JOB_COMPLETION_INDEX"] = "\(index)"
+                let result = try CLI.run(try Self.substitute(line.arguments, values), environment: env)
+                #expect(result.status == 0, "\(line) [index \(index)]: \(result.stderr)")
+                for event in result.stderr.split(separator: "\n") where event.contains("\"backfill finished\"") {
+                    let object = try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any]
+                    // A number (or, from older builds, a string).
+                    let value = object?["snap.processed"]
+                    processed += (value as? Int) ?? Int(value as? String ?? "") ?? 0
+                }
+            }
+        }
+        #expect(processed == keys.count)
+        #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/")) == Set(keys))
+
+        // The Deployment: the bucket's events for the same keys are repeats, deleted; SIGTERM exits 0.
+        let consumes = lines.filter { $0.arguments.first == "consume" }
+        #expect(consumes.count == 1)
+        for line in consumes {
+            let daemon = try Daemon(try Self.substitute(line.arguments, values), environment: env)
+            let drained = try eventually(within: 60, every: 0.5) {
+                let (visible, hidden) = try moto.depth(queue)
+                return visible == 0 && hidden == 0 && daemon.log.components(separatedBy: "\"snap.result\":\"repeat\"").count - 1 == keys.count
+            }
+            #expect(drained, "\(line): \(daemon.log)")
+            #expect(daemon.terminate() == 0, "\(daemon.log)")
+        }
+    }
+}
