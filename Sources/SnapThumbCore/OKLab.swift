@@ -20,12 +20,29 @@ public struct OKLab: Sendable, Equatable {
 
     /// The colour of linear-light sRGB components.
     public init(linear c: (Double, Double, Double)) {
-        let l = cbrt(0.4122214708 * c.0 + 0.5363325363 * c.1 + 0.0514459929 * c.2)
-        let m = cbrt(0.2119034982 * c.0 + 0.6806995451 * c.1 + 0.1073969566 * c.2)
-        let s = cbrt(0.0883024619 * c.0 + 0.2817188376 * c.1 + 0.6299787005 * c.2)
+        let l = OKLab.cubeRoot(0.4122214708 * c.0 + 0.5363325363 * c.1 + 0.0514459929 * c.2)
+        let m = OKLab.cubeRoot(0.2119034982 * c.0 + 0.6806995451 * c.1 + 0.1073969566 * c.2)
+        let s = OKLab.cubeRoot(0.0883024619 * c.0 + 0.2817188376 * c.1 + 0.6299787005 * c.2)
         self.init(l: 0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s,
                   a: 1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s,
                   b: 0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s)
+    }
+
+    /// The real cube root, in plain IEEE arithmetic: a first guess from the exponent
+    /// bits, then three Halley steps (each triples the correct digits; within 4 ulp of
+    /// libm's `cbrt`, tested). glibc's `cbrt` cost 9 % of a worker's CPU in the drawn
+    /// grid (three per pixel of the square), and arithmetic alone gives the same bits on
+    /// every machine, where libm's last bit may differ between versions.
+    @inline(__always)
+    static func cubeRoot(_ x: Double) -> Double {
+        if x == 0 || !x.isFinite { return x }
+        let v = abs(x)
+        var y = Double(bitPattern: v.bitPattern / 3 + 0x2A9F_7893_782D_A1CE)
+        for _ in 0..<3 {
+            let y3 = y * y * y
+            y *= (y3 + 2 * v) / (2 * y3 + v)
+        }
+        return x < 0 ? -y : y
     }
 
     /// Linear-light sRGB components (outside 0…1 when the colour is outside sRGB's gamut).
