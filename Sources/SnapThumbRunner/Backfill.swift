@@ -30,6 +30,14 @@ public struct VariantBrief: Sendable, Codable, Equatable {
         degraded = variant.degraded
     }
 
+    init(bytes: Int, budget: Int?, budgetMode: Settings.BudgetMode, encodes: Int, degraded: Bool) {
+        self.bytes = bytes
+        self.budget = budget
+        self.budgetMode = budgetMode
+        self.encodes = encodes
+        self.degraded = degraded
+    }
+
     public static func of(_ manifest: Manifest) -> [String: VariantBrief] {
         manifest.variants.mapValues(VariantBrief.init)
     }

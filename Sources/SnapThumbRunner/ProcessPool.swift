@@ -2,9 +2,9 @@ import Foundation
 import SnapThumbCore
 
 /// The line protocol between a backfill and its `snapthumb worker` processes:
-/// one JSON object per line each way.
+/// one JSON object per line each way (written and read by `WorkerLine`).
 enum WorkerProtocol {
-    struct Job: Codable {
+    struct Job: Codable, Equatable {
         /// Index of the file in the run.
         var i: Int
         var path: String
@@ -19,7 +19,7 @@ enum WorkerProtocol {
         var blobs: [String]? = nil
     }
 
-    struct Reply: Codable {
+    struct Reply: Codable, Equatable {
         var i: Int
         /// `staged` (processed, being committed: another answer follows), then
         /// `processed`; or `skipped` or `failed`.
@@ -307,8 +307,6 @@ public final class ProcessPool: @unchecked Sendable {
         // A streaming source may have a job while this worker waits for answers:
         // look again every few milliseconds while the window has room.
         let streaming = source.remaining == nil
-        let encoder = JSONEncoder()
-        let decoder = JSONDecoder()
         /// How much of the ledger this worker has been told.
         var told = 0
 
@@ -353,7 +351,7 @@ public final class ProcessPool: @unchecked Sendable {
                     if !news.isEmpty { job.blobs = news }
                     told = next
                 }
-                var line = (try? encoder.encode(job)) ?? Data()
+                var line = Data(WorkerLine.encode(job))
                 line.append(0x0A)
                 inFlight[item.index] = item
                 order.append(item.index)
@@ -385,7 +383,7 @@ public final class ProcessPool: @unchecked Sendable {
                     break work
                 }
             case .line(let line):
-                guard let reply = try? decoder.decode(WorkerProtocol.Reply.self, from: line) else { continue }
+                guard let reply = WorkerLine.reply(line) else { continue }
                 unprocessed.removeAll { $0 == reply.i }
                 if let blobs = reply.blobs { ledger?.add(blobs) }
                 startClock()
@@ -572,13 +570,12 @@ extension Backfill {
     /// - Parameter commitDelay: how long the group commit gathers a batch (seconds).
     public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = defaultGroupCommitDelay) {
         let outputLock = NSLock()
-        let encoder = JSONEncoder()
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
             var r = r
             r.rss = ResourceUsage.ownPeakRSSBytes
             outputLock.lock()
             defer { outputLock.unlock() }
-            var line = (try? encoder.encode(r)) ?? Data()
+            var line = Data(WorkerLine.encode(r))
             line.append(0x0A)
             try? output.write(contentsOf: line)
         }
@@ -592,12 +589,11 @@ extension Backfill {
             }
         }
         let reader = LineReader(input)
-        let decoder = JSONDecoder()
         // With no job waiting, nothing more can join the committer's batch: let it
         // commit now rather than wait for company (at the end of a run, the
         // parent's next files may wait for exactly these commits).
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
-            guard let job = try? decoder.decode(WorkerProtocol.Job.self, from: line) else { continue }
+            guard let job = WorkerLine.job(line) else { continue }
             if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
             let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
                                          manifestAbsent: job.absent ?? false, rawPath: job.raw)

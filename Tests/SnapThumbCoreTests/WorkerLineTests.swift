@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import SnapThumbCore
+@testable import SnapThumbRunner
+
+/// The worker protocol's lines are written and read without Foundation's JSON
+/// coders, but they stay the same JSON: each side reads what JSONEncoder writes
+/// and JSONDecoder reads what it writes, for every field and awkward strings.
+@Suite("Worker protocol lines")
+struct WorkerLineTests {
+    static let names = ["a.jpg", "dir/ü \"quoted\" \\ back.jpg", "\u{301}a.jpg", "tab\tnl\nctl\u{1}.jpg", "😀.png", "sep\u{2028}.jpg", ""]
+
+    static var jobs: [WorkerProtocol.Job] {
+        names.enumerated().map { i, name in
+            WorkerProtocol.Job(i: i, path: "/up/\(name)", key: name, size: 1 << (i * 5), absent: i % 2 == 0 ? true : nil,
+                               raw: i == 1 ? [0x63, 0x61, 0x66, 0xE9, 0x00, 0xFF] : nil,
+                               blobs: i == 2 ? [String(repeating: "ab", count: 32), String(repeating: "0f", count: 32)] : nil)
+        }
+    }
+
+    static var replies: [WorkerProtocol.Reply] {
+        let brief = VariantBrief(bytes: 3917, budget: 4096, budgetMode: .bytes, encodes: 2, degraded: false)
+        let inline = VariantBrief(bytes: 12, budget: nil, budgetMode: .inline, encodes: 1, degraded: true)
+        return [
+            .init(i: 0, outcome: "staged", ms: 3.25, code: nil, message: nil, variants: nil, rss: 41_000_000),
+            .init(i: 1, outcome: "processed", ms: 0.000123, code: nil, message: nil,
+                  variants: ["square100": brief, "pixel25": inline, "pixel100": brief], rss: 1, digest: "sha256:" + String(repeating: "e", count: 64),
+                  replaced: "sha256:" + String(repeating: "1", count: 64), blobs: ["x", "y"]),
+            .init(i: 2, outcome: "failed", ms: 1234.5, code: .corrupt, message: names[1] + names[3] + names[4], variants: nil),
+            .init(i: 3, outcome: "skipped", ms: 0, code: nil, message: nil, variants: [:]),
+        ]
+    }
+
+    @Test("jobs: ours and Foundation's read each other")
+    func jobs() throws {
+        for job in Self.jobs {
+            let ours = Data(WorkerLine.encode(job))
+            #expect(try JSONDecoder().decode(WorkerProtocol.Job.self, from: ours) == job)
+            #expect(WorkerLine.job(try JSONEncoder().encode(job)) == job)
+            #expect(WorkerLine.job(ours) == job)
+        }
+    }
+
+    @Test("replies: ours and Foundation's read each other")
+    func replies() throws {
+        for reply in Self.replies {
+            let ours = Data(WorkerLine.encode(reply))
+            #expect(try JSONDecoder().decode(WorkerProtocol.Reply.self, from: ours) == reply)
+            #expect(WorkerLine.reply(try JSONEncoder().encode(reply)) == reply)
+            #expect(WorkerLine.reply(ours) == reply)
+        }
+    }
+
+    @Test("lines that are not the protocol are refused, not guessed")
+    func garbage() {
+        for text in ["", "{", "[]", "{\"i\":1}", "{\"i\":\"1\",\"path\":\"p\",\"key\":\"k\",\"size\":1}", "{\"i\":1,\"path\":\"p\",\"key\":\"k\",\"size\":1} x",
+                     "{\"i\":1,\"outcome\":\"processed\",\"ms\":1,\"variants\":{\"square100\":{}}}", "{\"s\":\"\\ud83d\"}"] {
+            #expect(WorkerLine.job(Data(text.utf8)) == nil, "\(text)")
+            #expect(WorkerLine.reply(Data(text.utf8)) == nil, "\(text)")
+        }
+    }
+}
