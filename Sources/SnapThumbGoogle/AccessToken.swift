@@ -71,7 +71,7 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
             case .retry(let error): lastError = error
             }
         }
-        throw lastError ?? GoogleError(.credentials, "\(source): no token")
+        return try fallback(lastError)
     }
 
     /// A token valid for a while yet; fetches one when there is none. Cancellable.
@@ -89,7 +89,17 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
             case .retry(let error): lastError = error
             }
         }
-        throw lastError ?? GoogleError(.credentials, "\(source): no token")
+        return try fallback(lastError)
+    }
+
+    /// When a refresh failed for a transient reason: the old token while it has a minute
+    /// left (the refresh is tried again on the next call), else the failure.
+    private func fallback(_ error: GoogleError?) throws -> AccessToken {
+        let failure = error ?? GoogleError(.credentials, "\(source): no token")
+        guard let token = cache.unexpired(at: now(), margin: 60) else { throw failure }
+        logger.warning("cannot refresh the access token; using the current one until it expires", metadata: [
+            "google.credentials": "\(source)", "error": "\(failure.message)", "google.token.expires": "\(token.expiresAt)"])
+        return token
     }
 
     /// Forgets the cached token (after an API answered 401: it was revoked or is stale).
@@ -127,6 +137,12 @@ private final class TokenCache: @unchecked Sendable {
     func fresh(at now: Date) -> AccessToken? {
         lock.lock(); defer { lock.unlock() }
         return now < refreshAt ? token : nil
+    }
+
+    func unexpired(at now: Date, margin: Double) -> AccessToken? {
+        lock.lock(); defer { lock.unlock() }
+        guard let token, now.addingTimeInterval(margin) < token.expiresAt else { return nil }
+        return token
     }
 
     func store(_ token: AccessToken, refreshAt: Date) {

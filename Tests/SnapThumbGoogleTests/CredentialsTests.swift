@@ -177,6 +177,21 @@ final class TestClock: @unchecked Sendable {
         #expect(try fake.stats().refused == ["Invalid JWT Signature."])
     }
 
+    @Test func aFailedRefreshKeepsTheCurrentTokenWhileItLasts() throws {
+        let keys = try TestKeys.shared.get()
+        let fake = try FakeAuth(keys: keys, lifetime: 3600, maxSkew: 4000)
+        let clock = TestClock()
+        let provider = AccessTokenProvider(source: ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: keyFile(keys, tokenURI: fake.tokenURI))),
+                                           retry: Self.fastRetry, now: { clock.now })
+        let first = try provider.blockingToken()
+        fake.helper.stop() // the token endpoint goes away
+        clock.advance(3600 - 200) // inside the refresh window, 200 s left
+        #expect(try provider.blockingToken() == first)
+        clock.advance(150) // 50 s left: too close
+        let error = #expect(throws: GoogleError.self) { try provider.blockingToken() }
+        #expect(error?.message.contains("connection refused") == true)
+    }
+
     @Test func unavailableAnswersAreRetried() throws {
         let keys = try TestKeys.shared.get()
         let fake = try FakeAuth(keys: keys, failFirst: 2)
