@@ -74,7 +74,7 @@ public final class PubSubClient: Sendable {
         let body = PubSubWire.PullRequest(maxMessages: min(max(1, maxMessages), 1000), returnImmediately: wait <= 0 ? true : nil)
         let data: Data
         do {
-            data = try await call("POST", subscription.name + ":pull", body: body, what: "pull from \(subscription)", timeout: wait <= 0 ? nil : wait, emptyOnTimeout: true)
+            data = try await call("POST", subscription.name, verb: "pull", body: body, what: "pull from \(subscription)", timeout: wait <= 0 ? nil : wait, emptyOnTimeout: true)
         } catch PullTimedOut.timedOut {
             return []
         }
@@ -87,7 +87,7 @@ public final class PubSubClient: Sendable {
     /// Acknowledges deliveries: Pub/Sub will not deliver those messages again (an expired ack id is ignored by the server).
     public func acknowledge(_ subscription: PubSubSubscription, ackIDs: [String]) async throws {
         for chunk in Self.chunks(ackIDs) {
-            _ = try await call("POST", subscription.name + ":acknowledge", body: PubSubWire.AckRequest(ackIds: chunk), what: "acknowledge on \(subscription)")
+            _ = try await call("POST", subscription.name, verb: "acknowledge", body: PubSubWire.AckRequest(ackIds: chunk), what: "acknowledge on \(subscription)")
         }
     }
 
@@ -96,7 +96,7 @@ public final class PubSubClient: Sendable {
     public func modifyAckDeadline(_ subscription: PubSubSubscription, ackIDs: [String], seconds: Int) async throws {
         let seconds = min(max(0, seconds), Self.maxAckDeadline)
         for chunk in Self.chunks(ackIDs) {
-            _ = try await call("POST", subscription.name + ":modifyAckDeadline", body: PubSubWire.ModifyRequest(ackIds: chunk, ackDeadlineSeconds: seconds),
+            _ = try await call("POST", subscription.name, verb: "modifyAckDeadline", body: PubSubWire.ModifyRequest(ackIds: chunk, ackDeadlineSeconds: seconds),
                                what: "modifyAckDeadline on \(subscription)")
         }
     }
@@ -113,7 +113,7 @@ public final class PubSubClient: Sendable {
             throw GoogleError(.invalid, "publish to \(topic): a message needs data or attributes")
         }
         let wire = messages.map { PubSubWire.Message(data: $0.data.isEmpty ? nil : $0.data.base64EncodedString(), attributes: $0.attributes.isEmpty ? nil : $0.attributes) }
-        let data = try await call("POST", topic.name + ":publish", body: PubSubWire.PublishRequest(messages: wire), what: "publish to \(topic)")
+        let data = try await call("POST", topic.name, verb: "publish", body: PubSubWire.PublishRequest(messages: wire), what: "publish to \(topic)")
         let ids = try decode(PubSubWire.PublishResponse.self, from: data, what: "publish to \(topic)").messageIds ?? []
         guard ids.count == messages.count else { throw GoogleError(.invalid, "publish to \(topic): \(ids.count) message ids for \(messages.count) messages") }
         return ids
@@ -158,9 +158,10 @@ public final class PubSubClient: Sendable {
     private enum PullTimedOut: Error { case timedOut }
 
     /// Sends one call, retrying what may be retried; returns the body of a 2xx answer.
-    private func call<Body: Encodable>(_ method: String, _ name: String, body: Body?, what: String, timeout: Double? = nil,
+    /// `verb` is a custom method (`pull`, `publish`…): `/v1/NAME:VERB`, the colon as is.
+    private func call<Body: Encodable>(_ method: String, _ name: String, verb: String? = nil, body: Body?, what: String, timeout: Double? = nil,
                                        retryable: Bool = true, emptyOnTimeout: Bool = false) async throws -> Data {
-        guard let url = URL(string: endpoint.baseURL.absoluteString + "/v1/" + PubSubNames.path(name)) else {
+        guard let url = URL(string: endpoint.baseURL.absoluteString + "/v1/" + PubSubNames.path(name) + (verb.map { ":" + $0 } ?? "")) else {
             throw GoogleError(.invalid, "\(what): cannot make a URL")
         }
         var headers: [(String, String)] = [("Accept", "application/json")]
