@@ -155,7 +155,7 @@ let package = Package(
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "VipsKit"]
+            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(

@@ -13,9 +13,15 @@ standard input closes. Standard library only; signatures are checked with the
   GET  /computeMetadata/v1/instance/service-accounts/default/token
                 a token, only with the request header Metadata-Flavor: Google, and
                 the answer carries that header (as the real metadata server's does).
-  GET  /stats   counts, as JSON: tokens issued, refusals and their reasons.
+  POST /v1/projects/P/subscriptions/S:pull
+                a stand-in for Pub/Sub's pull that only checks the bearer token: 401
+                UNAUTHENTICATED unless it is the latest token issued (and not revoked),
+                else an empty batch.
+  GET  /stats   counts, as JSON: tokens issued, refusals and their reasons, pulls
+                answered and refused.
 
---fail-first N answers the first N requests to either endpoint with 503.
+--fail-first N answers the first N requests to either token endpoint with 503.
+--revoke-first treats the first token issued as revoked (the API refuses it with 401).
 """
 import argparse
 import base64
@@ -45,11 +51,17 @@ class State:
         self.refused = []
         self.fail_left = args.fail_first
         self.scopes = []
+        self.latest = None
+        self.pulls_ok = 0
+        self.pulls_refused = 0
 
     def next_token(self, kind):
         with self.lock:
             self.issued += 1
-            return f"fake-{kind}-token-{self.issued}"
+            token = f"fake-{kind}-token-{self.issued}"
+            if not (self.args.revoke_first and self.issued == 1):
+                self.latest = token
+            return token
 
     def should_fail(self):
         with self.lock:
@@ -128,6 +140,16 @@ def make_handler(state):
         def do_POST(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode()
+            if self.path.startswith("/v1/projects/") and self.path.endswith(":pull"):
+                with state.lock:
+                    ok = state.latest is not None and self.headers.get("Authorization") == f"Bearer {state.latest}"
+                    if ok:
+                        state.pulls_ok += 1
+                    else:
+                        state.pulls_refused += 1
+                if not ok:
+                    return self.reply(401, {"error": {"code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"}})
+                return self.reply(200, {})
             if self.path != "/token":
                 return self.reply(404, {"error": "not_found"})
             if state.should_fail():
@@ -147,7 +169,8 @@ def make_handler(state):
         def do_GET(self):
             if self.path == "/stats":
                 with state.lock:
-                    return self.reply(200, {"issued": state.issued, "refused": state.refused, "scopes": state.scopes})
+                    return self.reply(200, {"issued": state.issued, "refused": state.refused, "scopes": state.scopes,
+                                            "pulls_ok": state.pulls_ok, "pulls_refused": state.pulls_refused})
             path = self.path.split("?", 1)[0]
             if path != METADATA_PATH:
                 return self.reply(404, {"error": "not_found"})
@@ -169,6 +192,7 @@ def main():
     parser.add_argument("--lifetime", type=int, default=3600, help="expires_in of the tokens issued")
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--max-skew", type=int, default=300, help="seconds iat may be from now (a test whose clock runs ahead widens it)")
+    parser.add_argument("--revoke-first", action="store_true", help="the first token issued is refused by the fake API")
     parser.add_argument("--no-flavor", action="store_true", help="metadata answers without Metadata-Flavor (an impostor)")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(args)))

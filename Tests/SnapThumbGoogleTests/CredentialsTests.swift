@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import SnapThumbGoogle
 
@@ -11,10 +12,12 @@ final class FakeAuth: @unchecked Sendable {
     var tokenURI: String { "http://\(host)/token" }
 
     init(keys: TestKeys, email: String = "snapthumb@proj-test.iam.gserviceaccount.com", keyID: String = "kid-1",
-         lifetime: Int = 3600, failFirst: Int = 0, noFlavor: Bool = false, publicKeyPath: String? = nil, maxSkew: Int = 300) throws {
+         lifetime: Int = 3600, failFirst: Int = 0, noFlavor: Bool = false, publicKeyPath: String? = nil, maxSkew: Int = 300,
+         revokeFirst: Bool = false) throws {
         var arguments = ["\(Repo.root)/Scripts/fake-google-auth.py", "--public-key", publicKeyPath ?? keys.publicPath, "--client-email", email,
                          "--key-id", keyID, "--lifetime", "\(lifetime)", "--fail-first", "\(failFirst)", "--max-skew", "\(maxSkew)"]
         if noFlavor { arguments.append("--no-flavor") }
+        if revokeFirst { arguments.append("--revoke-first") }
         helper = try Helper("/usr/bin/env", ["python3"] + arguments)
         guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {
             helper.stop()
@@ -27,6 +30,8 @@ final class FakeAuth: @unchecked Sendable {
         let issued: Int
         let refused: [String]
         let scopes: [String]
+        let pulls_ok: Int
+        let pulls_refused: Int
     }
 
     func stats() throws -> Stats {
@@ -192,6 +197,58 @@ final class TestClock: @unchecked Sendable {
         #expect(error?.message.contains("connection refused") == true)
     }
 
+    @Test func pubSubCallsCarryTheTokenAndA401FetchesANewOne() async throws {
+        let keys = try TestKeys.shared.get()
+        // The fake's API refuses the first token (as if revoked) and takes the second.
+        let fake = try FakeAuth(keys: keys, revokeFirst: true)
+        let provider = AccessTokenProvider(source: ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: keyFile(keys, tokenURI: fake.tokenURI))),
+                                           retry: Self.fastRetry)
+        let client = PubSubClient(endpoint: PubSubEndpoint(baseURL: URL(string: "http://\(fake.host)")!, authenticated: true), tokens: provider,
+                                  retry: GoogleRetryPolicy(attempts: 2, base: 0.01, cap: 0.02))
+        let subscription = try PubSubSubscription(project: "proj-test", id: "snapthumb")
+        #expect(try await client.pull(subscription, wait: 0).isEmpty)
+        var stats = try fake.stats()
+        #expect(stats.issued == 2)
+        #expect(stats.pulls_refused == 1)
+        #expect(stats.pulls_ok == 1)
+        // The next call uses the cached second token: no new token, no refusal.
+        #expect(try await client.pull(subscription, wait: 0).isEmpty)
+        stats = try fake.stats()
+        #expect(stats.issued == 2)
+        #expect(stats.pulls_ok == 2)
+
+        // A token the API keeps refusing is an error after one refresh, and says nothing of the token.
+        let stubborn = try FakeAuth(keys: keys, revokeFirst: true)
+        let refusing = PubSubClient(endpoint: PubSubEndpoint(baseURL: URL(string: "http://\(stubborn.host)")!, authenticated: true),
+                                    tokens: AccessTokenProvider(source: ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: keyFile(keys, tokenURI: fake.tokenURI))),
+                                                                retry: Self.fastRetry))
+        let error = await #expect(throws: GoogleError.self) { try await refusing.pull(subscription, wait: 0) }
+        #expect(error?.kind == .refused)
+        #expect(error?.message.contains("UNAUTHENTICATED") == true)
+        #expect(error?.message.contains("fake-sa-token") == false)
+    }
+
+    @Test func nothingSecretIsLoggedEvenAtTraceLevel() async throws {
+        let keys = try TestKeys.shared.get()
+        let fake = try FakeAuth(keys: keys, failFirst: 1, maxSkew: 4000)
+        let lines = LogLines()
+        var logger = Logger(label: "test") { _ in CapturingHandler(lines: lines) }
+        logger.logLevel = .trace
+        let clock = TestClock()
+        let provider = AccessTokenProvider(source: ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: keyFile(keys, tokenURI: fake.tokenURI))),
+                                           retry: Self.fastRetry, now: { clock.now }, logger: logger)
+        let token = try provider.blockingToken()
+        fake.helper.stop()
+        clock.advance(3600 - 200)
+        _ = try await provider.token() // the refresh fails: the fallback is logged
+        let text = lines.all.joined(separator: "\n")
+        #expect(text.contains("access token obtained"))
+        #expect(text.contains("cannot refresh the access token"))
+        #expect(!text.contains(token.value))
+        #expect(!text.contains("PRIVATE KEY"))
+        #expect(!text.contains("eyJ"))
+    }
+
     @Test func unavailableAnswersAreRetried() throws {
         let keys = try TestKeys.shared.get()
         let fake = try FakeAuth(keys: keys, failFirst: 2)
@@ -228,5 +285,28 @@ final class TestClock: @unchecked Sendable {
         let error = #expect(throws: GoogleError.self) { try provider.blockingToken() }
         #expect(error?.kind == .credentials)
         #expect(error?.message.contains("connection refused") == true)
+    }
+}
+
+/// Log lines, message and metadata, as a log handler receives them.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func append(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
+}
+
+struct CapturingHandler: LogHandler {
+    let lines: LogLines
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        lines.append("\(level) \(message) \(self.metadata.merging(metadata ?? [:]) { $1 })")
     }
 }
