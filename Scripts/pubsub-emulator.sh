@@ -136,9 +136,11 @@ case "$command" in
     trap 'exit 0' TERM INT HUP
     echo "host 127.0.0.1:$port"
     # Until our standard input closes (the test process is done, or died). An explicit
-    # redirection, else bash gives a background job /dev/null.
+    # redirection, else bash gives a background job /dev/null. On SIGTERM the reader goes too.
     cat <&0 >/dev/null &
-    wait $! || true
+    reader=$!
+    trap 'kill "$reader" 2>/dev/null || true; stop_group "$pid"; rm -f "$log"' EXIT
+    wait "$reader" || true
     ;;
   *)
     sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
