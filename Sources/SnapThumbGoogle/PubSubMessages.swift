@@ -15,6 +15,16 @@ public struct PubSubMessage: Sendable, Equatable {
         self.messageID = messageID
         self.publishTime = publishTime
     }
+
+    /// `publishTime` as a date (to the second: Google writes up to nine fractional digits,
+    /// the emulator three; the message's age needs no more).
+    public var publishDate: Date? {
+        guard let text = publishTime, text.hasSuffix("Z") else { return nil }
+        let whole = text.prefix { $0 != "." && $0 != "Z" }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: whole + "Z")
+    }
 }
 
 /// One message of a pull, with what it takes to acknowledge it.

@@ -95,6 +95,15 @@ import VipsKit
         #expect(refused(PubSubMessage(data: try JSONSerialization.data(withJSONObject: body), attributes: good.attributes))?.contains("md5Hash") == true)
     }
 
+    @Test func publishTimesAsDates() {
+        let expected = Date(timeIntervalSince1970: 1_764_086_748)
+        for text in ["2025-11-25T16:05:48Z", "2025-11-25T16:05:48.672Z", "2025-11-25T16:05:48.672123456Z"] {
+            #expect(PubSubMessage(data: Data(), publishTime: text).publishDate == expected, "\(text)")
+        }
+        #expect(PubSubMessage(data: Data(), publishTime: "yesterday").publishDate == nil)
+        #expect(PubSubMessage(data: Data()).publishDate == nil)
+    }
+
     @Test func gcppubsubURLs() throws {
         let long = try #require(try PubSubSubscription.parseURL("gcppubsub://projects/flick-prod/subscriptions/snap-uploads"))
         #expect(long.project == "flick-prod")
