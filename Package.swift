@@ -115,6 +115,7 @@ let package = Package(
             name: "SnapThumbQueue",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbGoogle",
                 "SnapThumbRunner",
                 "SnapThumbS3",
                 "SnapThumbWatch",
@@ -148,7 +149,7 @@ let package = Package(
         // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
+            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
             exclude: ["Fixtures"]
         ),
         // Credentials against a fake token endpoint and metadata server (Scripts/fake-google-auth.py),
