@@ -20,6 +20,8 @@ struct ConsumeCommand: AsyncParsableCommand {
 
         SIGTERM/SIGINT: stop receiving, finish jobs in flight within --drain-timeout, release the rest (visible again at once), exit 0. Start-up checks (credentials, the queue, the bucket, the store) fail with exit 2.
 
+        A Pub/Sub subscription (gcppubsub://projects/P/subscriptions/S) carries Cloud Storage's notifications instead: OBJECT_FINALIZE is an upload, other events are acknowledged with one log line; the ack deadline is the lease (--visibility-timeout, else the subscription's), and refusals go to --dead-letter-topic (else the subscription's dead-letter policy's topic). Google credentials: PUBSUB_EMULATOR_HOST, GOOGLE_APPLICATION_CREDENTIALS, else the metadata server (docs/google.md).
+
         Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
         """
     )
