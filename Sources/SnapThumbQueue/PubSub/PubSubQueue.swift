@@ -33,7 +33,7 @@ public struct PubSubQueue: MessageQueue {
             let message = received.message
             return QueueMessage(id: message.messageID, receipt: received.ackID, body: String(decoding: message.data, as: UTF8.self),
                                 attributes: message.attributes, deliveries: received.deliveryAttempt,
-                                sentAt: message.publishTime.flatMap(Self.seconds(rfc3339:)))
+                                sentAt: message.publishDate?.timeIntervalSince1970)
         }
     }
 
@@ -51,15 +51,6 @@ public struct PubSubQueue: MessageQueue {
 
     private func run(_ call: BlockingCall<Void>) throws {
         do { try call.wait() } catch let error as GoogleError { throw error.snapError }
-    }
-
-    /// `2026-11-25T16:05:48.672Z` (fractions optional) as Unix seconds.
-    static func seconds(rfc3339 text: String) -> Double? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)?.timeIntervalSince1970
     }
 }
 
