@@ -89,6 +89,13 @@ let package = Package(
             name: "SnapThumbS3",
             dependencies: ["SnapThumbCore", "SnapThumbVerify", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
+        // Google Cloud: credentials found as Google's client libraries find them (a
+        // service-account key's RS256 JWT, or the metadata server), Pub/Sub's REST API,
+        // Cloud Storage's notifications. URLSession again; RS256 from OpenSSL via VipsKit.
+        .target(
+            name: "SnapThumbGoogle",
+            dependencies: ["SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+        ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(
             name: "SnapThumbWatch",
@@ -108,6 +115,7 @@ let package = Package(
             name: "SnapThumbQueue",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbGoogle",
                 "SnapThumbRunner",
                 "SnapThumbS3",
                 "SnapThumbWatch",
@@ -141,8 +149,14 @@ let package = Package(
         // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
+            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
             exclude: ["Fixtures"]
+        ),
+        // Credentials against a fake token endpoint and metadata server (Scripts/fake-google-auth.py),
+        // the Pub/Sub client against Google's emulator when it is installed.
+        .testTarget(
+            name: "SnapThumbGoogleTests",
+            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(

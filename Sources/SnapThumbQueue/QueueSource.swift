@@ -176,7 +176,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
 
         guard let events = decode(message) else {
             metrics.refused(ErrorCode.unsupported.rawValue)
-            let error = SnapError(.unsupported, "the message is not an S3 event notification (direct, through SNS, or from EventBridge)")
+            let error = SnapError(.unsupported, "the message is not a bucket event this queue carries (an S3 event notification, direct, through SNS or from EventBridge; a Cloud Storage notification through Pub/Sub)")
             var held = Held(message: message, pending: 0, leaseUntil: 0)
             held.refusals = [Refusal(key: nil, object: nil, error: error, body: String(message.body.prefix(200_000)))]
             settle(held)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import SnapThumbCore
+import SnapThumbGoogle
 import SnapThumbQueue
 import SnapThumbRunner
 import SnapThumbS3
@@ -19,11 +20,13 @@ struct ConsumeCommand: AsyncParsableCommand {
 
         SIGTERM/SIGINT: stop receiving, finish jobs in flight within --drain-timeout, release the rest (visible again at once), exit 0. Start-up checks (credentials, the queue, the bucket, the store) fail with exit 2.
 
+        A Pub/Sub subscription (gcppubsub://projects/P/subscriptions/S) carries Cloud Storage's notifications instead: OBJECT_FINALIZE is an upload, other events are acknowledged with one log line; the ack deadline is the lease (--visibility-timeout, else the subscription's), and refusals go to --dead-letter-topic (else the subscription's dead-letter policy's topic). Google credentials: PUBSUB_EMULATOR_HOST, GOOGLE_APPLICATION_CREDENTIALS, else the metadata server (docs/google.md).
+
         Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
         """
     )
 
-    @Argument(help: ArgumentHelp("The queue's URL, as SQS gives it (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).", valueName: "queue-url"))
+    @Argument(help: ArgumentHelp("The queue's URL, as SQS gives it (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME), or a Pub/Sub subscription carrying Cloud Storage notifications (gcppubsub://projects/PROJECT/subscriptions/NAME).", valueName: "queue-url"))
     var queueURL: String
 
     @Option(name: .long, help: ArgumentHelp("The uploads: objects created under this bucket prefix. [env SNAPTHUMB_SOURCE]", valueName: "s3://BUCKET/PREFIX"))
@@ -37,6 +40,9 @@ struct ConsumeCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Where refused uploads go. [default: the queue's redrive policy's target; env SNAPTHUMB_DEAD_LETTER_QUEUE]", valueName: "queue-url"))
     var deadLetterQueue: String?
+
+    @Option(name: .long, help: ArgumentHelp("Pub/Sub: the topic refused uploads are published to. [default: the subscription's dead-letter policy's topic; env SNAPTHUMB_DEAD_LETTER_TOPIC]", valueName: "projects/P/topics/T"))
+    var deadLetterTopic: String?
 
     @Option(name: .long, help: ArgumentHelp("How long a received message stays hidden; extended at half of it while working. [default: the queue's VisibilityTimeout]", valueName: "duration"))
     var visibilityTimeout: String?
@@ -71,6 +77,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         var store = ""
         var jobs = ProcessInfo.processInfo.activeProcessorCount
         var deadLetterQueue: String?
+        var deadLetterTopic: PubSubTopic?
         var visibilityTimeout: Double?
         var imageTimeout = 10.0
         var drainTimeout = 25.0
@@ -81,7 +88,7 @@ struct ConsumeCommand: AsyncParsableCommand {
 
     func resolve(_ base: ConfigLayers) throws -> Resolved {
         var layers = base
-        for (name, value) in [("source", source), ("jobs", jobs), ("dead-letter-queue", deadLetterQueue), ("visibility-timeout", visibilityTimeout),
+        for (name, value) in [("source", source), ("jobs", jobs), ("dead-letter-queue", deadLetterQueue), ("dead-letter-topic", deadLetterTopic), ("visibility-timeout", visibilityTimeout),
                               ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("worker-id", workerID),
                               ("metrics-file", metricsFile), ("metrics-interval", metricsInterval)] {
             if let value { layers.flags[name] = value }
@@ -105,6 +112,11 @@ struct ConsumeCommand: AsyncParsableCommand {
             r.store = try StoreOption.resolve(store, base)
             if let (text, source) = layers.lookup("jobs") { r.jobs = try parseCount(text, minimum: 1, source: source) }
             if let (text, _) = layers.lookup("dead-letter-queue"), !text.isEmpty { r.deadLetterQueue = text }
+            if let (text, source) = layers.lookup("dead-letter-topic"), !text.isEmpty {
+                do { r.deadLetterTopic = try PubSubTopic(name: text) } catch {
+                    throw SnapError(.config, "\(source) must be a Pub/Sub topic, projects/PROJECT/topics/NAME (got '\(text)')")
+                }
+            }
             r.visibilityTimeout = try duration("visibility-timeout")
             r.imageTimeout = try duration("image-timeout") ?? r.imageTimeout
             r.drainTimeout = try duration("drain-timeout", allowZero: true) ?? r.drainTimeout
@@ -140,25 +152,18 @@ struct ConsumeCommand: AsyncParsableCommand {
 
         // Start-up checks, in the order a person would fix them: the queue (and its
         // credentials), the bucket the uploads are read from, the store.
-        let client: SQSClient
-        let lease: Double
-        var deadLetters: SQSDeadLetters?
+        let queue: any MessageQueue
+        var deadLetters: (any DeadLetterSink)?
+        var decode: @Sendable (QueueMessage) -> [BucketEvent]? = { S3EventDecoder.decode($0.body) }
         do {
-            client = SQSClient(configuration: try SQSConfiguration(queueURL: queueURL, environment: environment), logger: logger)
-            let attributes = try client.attributes()
-            guard let seconds = options.visibilityTimeout ?? attributes["VisibilityTimeout"].flatMap(Double.init), seconds >= 1 else {
-                throw SnapError(.config, "\(queueURL): the queue has no VisibilityTimeout of at least 1 s; set one, or pass --visibility-timeout")
+            if let subscription = try PubSubSubscription.parseURL(queueURL) {
+                (queue, deadLetters) = try await pubSubQueue(subscription, options: options, environment: environment, logger: logger)
+                decode = StorageEventDecoder.decode
+            } else {
+                (queue, deadLetters) = try sqsQueue(options: options, environment: environment, logger: logger)
             }
-            lease = seconds
-            var deadLetterURL = options.deadLetterQueue
-            if deadLetterURL == nil, let policy = attributes["RedrivePolicy"], let data = policy.data(using: .utf8),
-               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let arn = object["deadLetterTargetArn"] as? String {
-                deadLetterURL = try client.queueURL(forARN: arn)
-            }
-            if let deadLetterURL {
-                _ = try client.attributes(of: deadLetterURL)
-                deadLetters = SQSDeadLetters(client: client, queueURL: deadLetterURL)
-            }
+        } catch let error as GoogleError {
+            throw startupFailure("the queue", error.snapError)
         } catch {
             throw startupFailure("the queue", error)
         }
@@ -190,7 +195,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         // before any message is received; the workers are told it was proven.
         try StoreArgument.proveConditionalWrites(store, logger: logger)
         if deadLetters == nil {
-            logger.warning("no dead-letter queue (no redrive policy, no --dead-letter-queue): refused uploads are only logged")
+            logger.warning("no dead-letter queue (no redrive policy, no --dead-letter-queue or --dead-letter-topic): refused uploads are only logged")
         }
 
         let identity = WorkerIdentity(id: options.workerID)
@@ -201,8 +206,8 @@ struct ConsumeCommand: AsyncParsableCommand {
         config.metricsInterval = options.metricsInterval
         let arguments = try Backfill(pipeline: pipeline, store: store, jobs: options.jobs, isolation: .processes(executable: selfExecutable),
                                      reader: sources).workerArguments() + ["--isolated"]
-        let service = ConsumeService(config: config, queue: SQSQueue(client: client, leaseSeconds: lease), deadLetters: deadLetters,
-                                     scope: scope, workerExecutable: selfExecutable, workerArguments: arguments, logger: logger,
+        let service = ConsumeService(config: config, queue: queue, deadLetters: deadLetters,
+                                     scope: scope, decode: decode, workerExecutable: selfExecutable, workerArguments: arguments, logger: logger,
                                      notifier: ServiceNotifier(environment: environment))
         let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -211,5 +216,42 @@ struct ConsumeCommand: AsyncParsableCommand {
             printError("consume: \(describe(error))")
             throw ExitCode(1)
         }
+    }
+
+    /// An SQS queue: its visibility timeout as the lease, its redrive policy's target (or
+    /// --dead-letter-queue) for refusals.
+    private func sqsQueue(options: Resolved, environment: [String: String], logger: Logger) throws -> (any MessageQueue, (any DeadLetterSink)?) {
+        let client = SQSClient(configuration: try SQSConfiguration(queueURL: queueURL, environment: environment), logger: logger)
+        let attributes = try client.attributes()
+        guard let lease = options.visibilityTimeout ?? attributes["VisibilityTimeout"].flatMap(Double.init), lease >= 1 else {
+            throw SnapError(.config, "\(queueURL): the queue has no VisibilityTimeout of at least 1 s; set one, or pass --visibility-timeout")
+        }
+        var deadLetterURL = options.deadLetterQueue
+        if deadLetterURL == nil, let policy = attributes["RedrivePolicy"], let data = policy.data(using: .utf8),
+           let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let arn = object["deadLetterTargetArn"] as? String {
+            deadLetterURL = try client.queueURL(forARN: arn)
+        }
+        var deadLetters: SQSDeadLetters?
+        if let deadLetterURL {
+            _ = try client.attributes(of: deadLetterURL)
+            deadLetters = SQSDeadLetters(client: client, queueURL: deadLetterURL)
+        }
+        return (SQSQueue(client: client, leaseSeconds: lease), deadLetters)
+    }
+
+    /// A Pub/Sub subscription (PUBSUB_EMULATOR_HOST, else Google's service with Application
+    /// Default Credentials): its ack deadline as the lease (or --visibility-timeout), its
+    /// dead-letter policy's topic (or --dead-letter-topic) for refusals.
+    private func pubSubQueue(_ subscription: PubSubSubscription, options: Resolved, environment: [String: String],
+                             logger: Logger) async throws -> (any MessageQueue, (any DeadLetterSink)?) {
+        let client = try PubSubClient.fromEnvironment(environment, logger: logger)
+        let info = try await client.subscription(subscription)
+        let lease = options.visibilityTimeout ?? Double(info.ackDeadlineSeconds)
+        guard lease >= 1, lease <= Double(PubSubClient.maxAckDeadline) else {
+            throw SnapError(.config, "\(subscription): an ack deadline of \(lease) s; Pub/Sub takes 10 to 600 s")
+        }
+        let topic = options.deadLetterTopic ?? info.deadLetterTopic
+        return (PubSubQueue(client: client, subscription: subscription, leaseSeconds: lease),
+                topic.map { PubSubDeadLetters(client: client, topic: $0) })
     }
 }

@@ -173,7 +173,7 @@ int snap_deflate(const void *in, size_t in_len, int level, int strategy, void *o
 size_t snap_deflate_bound(size_t in_len);
 const char *snap_zlib_version(void);
 
-/* ==== OpenSSL digests (digest.c): content addresses, request signing, checksum headers ==== */
+/* ==== OpenSSL digests (digest.c): content addresses, request signing, checksum headers, JWT signatures ==== */
 
 /* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
 void snap_sha256(const void *data, size_t len, unsigned char out[32]);
@@ -182,6 +182,13 @@ void snap_hmac_sha256(const void *key, size_t key_len, const void *data, size_t 
 
 /* MD5 of data (only for Content-MD5 headers, never for addressing). */
 void snap_md5(const void *data, size_t len, unsigned char out[16]);
+
+/* RS256 (RSASSA-PKCS1-v1_5 with SHA-256) of data under an RSA private key given as
+ * PEM text (PKCS#8 "PRIVATE KEY", as in Google service-account key files, or PKCS#1
+ * "RSA PRIVATE KEY"; never an encrypted one). sig has room for *sig_len bytes and
+ * gets the signature's length there. 0 on success; -1 when pem holds no usable
+ * RSA private key; -2 when signing fails or the signature does not fit. */
+int snap_rs256_sign(const char *pem, size_t pem_len, const void *data, size_t len, unsigned char *sig, size_t *sig_len);
 
 /* ==== Resampling packed RGB (resample.c) ==== */
 

@@ -1,0 +1,46 @@
+import Foundation
+
+/// An async call run for a thread-based caller (the runner's job sources are threads):
+/// it starts at once on the concurrency pool; `wait()` blocks the calling thread for
+/// its result; `cancel()`, from any thread, cancels it (a long pull returns at once
+/// with `CancellationError`). Never wait on the concurrency pool's own threads.
+///
+///     let call = BlockingCall { try await client.pull(subscription, maxMessages: 10, wait: 20) }
+///     // on shutdown, from another thread: call.cancel()
+///     let messages = try call.wait()
+public final class BlockingCall<Value: Sendable>: Sendable {
+    private let task: Task<Void, Never>
+    private let outcome: Outcome<Value>
+
+    public init(_ operation: @escaping @Sendable () async throws -> Value) {
+        let outcome = Outcome<Value>()
+        self.outcome = outcome
+        task = Task {
+            do { outcome.set(.success(try await operation())) } catch { outcome.set(.failure(error)) }
+        }
+    }
+
+    /// Blocks until the call ends; its value or its error.
+    public func wait() throws -> Value { try outcome.wait().get() }
+
+    public func cancel() { task.cancel() }
+}
+
+private final class Outcome<Value: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var result: Result<Value, any Error>?
+
+    func set(_ result: Result<Value, any Error>) {
+        condition.lock()
+        self.result = result
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() -> Result<Value, any Error> {
+        condition.lock()
+        defer { condition.unlock() }
+        while result == nil { condition.wait() }
+        return result!
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request to a Google endpoint.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: URL
+    public var headers: [(String, String)]
+    public var body: Data?
+
+    public init(method: String, url: URL, headers: [(String, String)] = [], body: Data? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// One answer: status, headers (lower-cased names), body.
+public struct HTTPResponse: Sendable {
+    public let status: Int
+    public let headers: [String: String]
+    public let body: Data
+
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Foundation's URLSession (libcurl underneath, as the bucket store uses), callable
+/// from threads (blocking) and from tasks (a cancelled task cancels its request).
+/// No retries here: callers decide what is safe to repeat.
+public final class HTTPTransport: Sendable {
+    private let session: URLSession
+
+    /// - Parameter timeout: seconds without a byte before a request fails as timed out.
+    public init(timeout: Double = 30, maxConnections: Int = 8) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = maxConnections
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        session = URLSession(configuration: configuration)
+    }
+
+    deinit { session.invalidateAndCancel() }
+
+    /// Sends the request and blocks the calling thread until the answer (or a `URLError`).
+    public func sendBlocking(_ request: HTTPRequest, timeout: Double? = nil) throws -> HTTPResponse {
+        let box = Box()
+        let task = makeTask(request, timeout: timeout) { box.set($0) }
+        task.resume()
+        return try box.wait().get()
+    }
+
+    /// Sends the request; cancelling the calling task cancels it (`CancellationError`).
+    public func send(_ request: HTTPRequest, timeout: Double? = nil) async throws -> HTTPResponse {
+        let holder = TaskHolder()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+                let task = makeTask(request, timeout: timeout) { result in
+                    switch result {
+                    case .success(let response): continuation.resume(returning: response)
+                    case .failure(let error as URLError) where error.code == .cancelled: continuation.resume(throwing: CancellationError())
+                    case .failure(let error): continuation.resume(throwing: error)
+                    }
+                }
+                holder.start(task)
+            }
+        } onCancel: {
+            holder.cancel()
+        }
+    }
+
+    private func makeTask(_ request: HTTPRequest, timeout: Double?, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) -> URLSessionDataTask {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        if let timeout { urlRequest.timeoutInterval = timeout }
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.httpBody = request.body
+        return session.dataTask(with: urlRequest) { data, response, error in
+            if let error {
+                completion(.failure(error))
+            } else if let http = response as? HTTPURLResponse {
+                var headers: [String: String] = [:]
+                for (name, value) in http.allHeaderFields {
+                    if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+                }
+                completion(.success(HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data())))
+            } else {
+                completion(.failure(URLError(.badServerResponse)))
+            }
+        }
+    }
+
+    /// Failures of the connection that a later try may not meet.
+    public static func isRetryable(_ error: any Error) -> Bool {
+        guard let error = error as? URLError else { return false }
+        switch error.code {
+        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
+             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
+             .secureConnectionFailed, .unknown:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// A few words for a connection failure (never the URL's query, which has no secrets anyway).
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? URLError {
+            switch error.code {
+            case .timedOut: return "timed out"
+            case .cannotConnectToHost: return "connection refused"
+            case .cannotFindHost, .dnsLookupFailed: return "host not found"
+            case .networkConnectionLost: return "connection lost"
+            default: return "network error \(error.code.rawValue)"
+            }
+        }
+        if error is CancellationError { return "cancelled" }
+        return "\(type(of: error))"
+    }
+}
+
+/// The waiting half of a blocking send.
+private final class Box: @unchecked Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var result: Result<HTTPResponse, any Error>?
+    func set(_ r: Result<HTTPResponse, any Error>) {
+        result = r
+        semaphore.signal()
+    }
+    func wait() -> Result<HTTPResponse, any Error> {
+        semaphore.wait()
+        return result!
+    }
+}
+
+/// The task of an async send, so that cancellation (which may come first) reaches it.
+private final class TaskHolder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    func start(_ task: URLSessionDataTask) {
+        lock.lock()
+        self.task = task
+        let cancelled = self.cancelled
+        lock.unlock()
+        task.resume()
+        if cancelled { task.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let task = self.task
+        lock.unlock()
+        task?.cancel()
+    }
+}

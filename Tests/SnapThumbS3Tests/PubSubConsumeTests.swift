@@ -1,0 +1,184 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import SnapThumbCore
+@testable import SnapThumbQueue
+@testable import SnapThumbS3
+import SnapThumbGoogle
+import VipsKit
+
+/// Google's Pub/Sub emulator on 127.0.0.1 (Scripts/pubsub-emulator.sh run), one per test
+/// process, stopped when this process's end closes the script's standard input.
+final class PubSubEmulatorProcess: @unchecked Sendable {
+    let process = Process()
+    private let stdin = Pipe()
+    let host: String
+
+    static let installed: Bool = {
+        if ProcessInfo.processInfo.environment["SNAPTHUMB_REQUIRE_PUBSUB_EMULATOR"] == "1" { return true }
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: "/bin/bash")
+        probe.arguments = ["\(Repo.root)/Scripts/pubsub-emulator.sh", "available"]
+        probe.standardOutput = FileHandle.nullDevice
+        probe.standardError = FileHandle.nullDevice
+        guard (try? probe.run()) != nil else { return false }
+        probe.waitUntilExit()
+        return probe.terminationStatus == 0
+    }()
+
+    static let shared: Result<PubSubEmulatorProcess, SnapError> = Result { try PubSubEmulatorProcess() }.mapError { $0 as? SnapError ?? SnapError(.internal, "\($0)") }
+
+    private init() throws {
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["\(Repo.root)/Scripts/pubsub-emulator.sh", "run"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = stdin
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while true {
+            let byte = out.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line += byte
+        }
+        let first = String(decoding: line, as: UTF8.self)
+        guard first.hasPrefix("host ") else { throw SnapError(.internal, "the Pub/Sub emulator did not start: \(first)") }
+        host = String(first.dropFirst(5))
+    }
+
+    func client() throws -> PubSubClient {
+        try PubSubClient.fromEnvironment(["PUBSUB_EMULATOR_HOST": host], retry: GoogleRetryPolicy(attempts: 3, base: 0.05, cap: 0.2))
+    }
+}
+
+/// Runs an async call from a synchronous test, off the concurrency pool's threads.
+func await_<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
+    let result = ResultCell<T>()
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        result.value = Result { try BlockingCall(operation).wait() }
+        done.signal()
+    }.start()
+    done.wait()
+    return try result.value!.get()
+}
+
+private final class ResultCell<T>: @unchecked Sendable { var value: Result<T, any Error>? }
+
+/// `consume gcppubsub://…` against the Pub/Sub emulator carrying Cloud Storage's
+/// notifications, with moto's S3 standing in for the bucket (read through the S3 API,
+/// as Cloud Storage's XML API is with an HMAC key).
+@Suite("consume: Cloud Storage notifications through Pub/Sub", .serialized,
+       .enabled(if: Repo.motoAvailable), .enabled(if: PubSubEmulatorProcess.installed, "the Pub/Sub emulator is not installed (google-cloud-cli-pubsub-emulator, with Java): skipped"))
+struct PubSubConsumeTests {
+    /// What Cloud Storage publishes when `name` is written with `bytes`.
+    static func notification(bucket: String, name: String, bytes: [UInt8], eventType: String = "OBJECT_FINALIZE", generation: Int64) -> OutgoingMessage {
+        let body: [String: Any] = ["kind": "storage#object", "name": name, "bucket": bucket, "generation": "\(generation)", "metageneration": "1",
+                                   "size": "\(bytes.count)", "md5Hash": Data(MD5.digest(bytes)).base64EncodedString(), "contentType": "image/jpeg"]
+        return OutgoingMessage(data: try! JSONSerialization.data(withJSONObject: body), attributes: [
+            "eventType": eventType, "bucketId": bucket, "objectId": name, "objectGeneration": "\(generation)", "payloadFormat": "JSON_API_V1",
+            "notificationConfig": "projects/_/buckets/\(bucket)/notificationConfigs/1", "eventTime": "2026-11-25T16:00:00.000000Z",
+        ])
+    }
+
+    @Test("two consumers, one killed -9 and restarted: every upload once, corrupt files on the dead-letter topic with their key and code, other events and objects outside --source ignored, SIGTERM exits 0, verify passes")
+    func fleet() throws {
+        let emulator = try PubSubEmulatorProcess.shared.get()
+        let pubsub = try emulator.client()
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let project = "proj-" + UUID().uuidString.lowercased().prefix(10)
+        let topic = try PubSubTopic(project: project, id: "uploads"), dlq = try PubSubTopic(project: project, id: "snap-dead-letters")
+        let subscription = try PubSubSubscription(project: project, id: "snapthumb"), watcher = try PubSubSubscription(project: project, id: "dead-letter-watcher")
+        try await_ {
+            try await pubsub.createTopic(topic)
+            try await pubsub.createTopic(dlq)
+            try await pubsub.createSubscription(subscription, topic: topic, ackDeadlineSeconds: 10)
+            try await pubsub.createSubscription(watcher, topic: dlq)
+        }
+        let source = "s3://\(uploads)/in/", store = "s3://\(thumbs)/v1"
+        let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
+        func consume() throws -> Daemon {
+            try Daemon(["consume", subscription.url, "--source", source, "--store", store, "--jobs", "2", "--log-format", "json",
+                        "--dead-letter-topic", dlq.name], environment: env)
+        }
+        var a = try consume()
+        let b = try consume()
+        defer { _ = a.terminate(within: 5); _ = b.terminate(within: 5) }
+
+        let client = try moto.client(bucket: uploads)
+        let keys = ConsumeTests.keys(16)
+        let badKeys = ["broken 1.jpg", "bad+2/truncated.jpg"]
+        var generation: Int64 = 1_732_540_000_000_000
+        func upload(_ name: String, _ file: String, eventType: String = "OBJECT_FINALIZE") throws {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+            _ = try client.put(name, body: bytes, contentType: "application/octet-stream")
+            generation += 1
+            let message = Self.notification(bucket: uploads, name: name, bytes: bytes, eventType: eventType, generation: generation)
+            _ = try await_ { try await pubsub.publish(topic, [message]) }
+        }
+        for (i, key) in keys.enumerated() {
+            try upload("in/" + key, Repo.sample("snaps/\(ConsumeTests.good[i % ConsumeTests.good.count])"))
+            if i == 5 {
+                Thread.sleep(forTimeInterval: 1)
+                a.killHard()
+                a = try consume()
+            }
+            if i < badKeys.count { try upload("in/" + badKeys[i], Repo.sample("bad/\(ConsumeTests.bad[i])")) }
+        }
+        try upload("other/outside.jpg", Repo.sample("snaps/grey.jpg"))
+        try upload("in/snap 0.jpg", Repo.sample("snaps/grey.jpg"), eventType: "OBJECT_DELETE")
+
+        var letters: [ReceivedMessage] = []
+        func collectLetters() throws {
+            let batch = try await_ { try await pubsub.pull(watcher, maxMessages: 10, wait: 0) }
+            if !batch.isEmpty { try await_ { try await pubsub.acknowledge(watcher, ackIDs: batch.map(\.ackID)) } }
+            letters += batch
+        }
+        let done = try eventually(within: 120, every: 0.5) {
+            try collectLetters()
+            let published = try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/").count
+            return letters.count >= badKeys.count && published >= keys.count
+        }
+        #expect(done, "A: \(a.log.suffix(3000))\nB: \(b.log.suffix(3000))")
+        #expect(a.terminate() == 0, "\(a.log.suffix(2000))")
+        #expect(b.terminate() == 0, "\(b.log.suffix(2000))")
+        #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/")) == Set(keys))
+
+        // Only the refused uploads, with key and code as attributes (a worker killed between the
+        // dead letter and the ack makes a second letter for the same key: at-least-once).
+        try collectLetters()
+        #expect(Set(letters.compactMap { $0.message.attributes["snapthumb.key"] }) == Set(badKeys), "\(letters)")
+        #expect(letters.allSatisfy { ["corrupt", "unsupported"].contains($0.message.attributes["snapthumb.code"] ?? "") }, "\(letters)")
+        #expect(letters.allSatisfy { $0.message.attributes["snapthumb.object"]?.hasPrefix("s3://\(uploads)/in/") == true })
+        // Nothing left on the subscription: everything was acknowledged.
+        #expect(try await_ { try await pubsub.pull(subscription, maxMessages: 10, wait: 0) }.isEmpty)
+
+        let log = a.log + b.log
+        #expect(log.contains("other/outside.jpg is outside --source"))
+        #expect(log.contains("OBJECT_DELETE for gs://\(uploads)/in/snap 0.jpg: only OBJECT_FINALIZE makes thumbnails"))
+        let verify = try CLI.run(["verify", store], environment: moto.environment())
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+    }
+
+    @Test("start-up: a subscription that does not exist exits 2 naming the queue; a malformed gcppubsub URL or topic is a usage error")
+    func startupChecks() throws {
+        let emulator = try PubSubEmulatorProcess.shared.get()
+        let (moto, uploads) = try Moto.withBucket()
+        let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
+        let dir = NSTemporaryDirectory() + "snapthumb-pubsub-\(UUID().uuidString)"
+        let missing = try CLI.run(["consume", "gcppubsub://projects/proj-none/subscriptions/nothing-here", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("consume: the queue: "), "\(missing.stderr)")
+        #expect(missing.stderr.contains("NOT_FOUND"), "\(missing.stderr)")
+        let badURL = try CLI.run(["consume", "gcppubsub://projects/proj-x/topics/uploads", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
+        #expect(badURL.status == 2, "\(badURL.stderr)")
+        let badTopic = try CLI.run(["consume", "gcppubsub://projects/proj-x/subscriptions/snaps", "--source", "s3://\(uploads)/", "--store", dir,
+                                    "--dead-letter-topic", "snap-dead-letters"], environment: env)
+        #expect(badTopic.status != 0)
+        #expect(badTopic.stderr.contains("projects/PROJECT/topics/NAME"), "\(badTopic.stderr)")
+    }
+}
