@@ -105,10 +105,15 @@ enum ManifestJSON {
         }
     }
 
-    /// A JSON string as JSONEncoder escapes it: `"` and `\`, the control
+    static func writeString(_ text: String, into out: inout [UInt8]) { JSONText.appendString(text, to: &out) }
+}
+
+/// JSON text written directly, shared by the manifest and the worker protocol.
+public enum JSONText {
+    /// Appends a JSON string as JSONEncoder escapes it: `"` and `\`, the control
     /// characters (`\b \f \n \r \t`, others as `\u00xx`); '/' and everything
     /// else as its UTF-8 bytes.
-    static func writeString(_ text: String, into out: inout [UInt8]) {
+    public static func appendString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {

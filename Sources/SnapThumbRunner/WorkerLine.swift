@@ -96,23 +96,7 @@ enum WorkerLine {
             bytes.append(UInt8(ascii: "]"))
         }
 
-        mutating func string(_ text: String) {
-            bytes.append(UInt8(ascii: "\""))
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
-                case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                case 0x00..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                default: bytes.append(byte)
-                }
-            }
-            bytes.append(UInt8(ascii: "\""))
-        }
+        mutating func string(_ text: String) { JSONText.appendString(text, to: &bytes) }
     }
 
     // MARK: Reading
