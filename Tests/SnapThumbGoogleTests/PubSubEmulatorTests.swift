@@ -107,6 +107,9 @@ struct PubSubEmulatorTests {
         let first = try await pull(client, subscription, count: 2)
         let a = try #require(first.first { $0.message.data == Data("a".utf8) })
         let b = try #require(first.first { $0.message.data == Data("b".utf8) })
+        // a is extended well past the subscription's 10 s at once, before anything slow
+        // (on a loaded machine the steps below took longer than 10 s, and a lapsed first).
+        try await client.modifyAckDeadline(subscription, ackIDs: [a.ackID], seconds: 120)
 
         // A deadline of 0 hands a message back at once (a worker letting go on SIGTERM).
         try await client.modifyAckDeadline(subscription, ackIDs: [b.ackID], seconds: 0)
@@ -114,9 +117,8 @@ struct PubSubEmulatorTests {
         #expect(again.map(\.message.messageID) == [b.message.messageID])
         #expect(again.first?.deliveryAttempt == 2)
 
-        // a is extended well past the subscription's 10 s; b's new delivery lapses after 12 s,
-        // so when b comes back a third time, a's original deadline has passed without it.
-        try await client.modifyAckDeadline(subscription, ackIDs: [a.ackID], seconds: 120)
+        // b's new delivery lapses after 12 s, so when b comes back a third time, a's
+        // original 10 s deadline has passed without it: its extension held.
         try await client.modifyAckDeadline(subscription, ackIDs: [again[0].ackID], seconds: 12)
         let third = try await pull(client, subscription, count: 1)
         #expect(third.map(\.message.messageID) == [b.message.messageID])
