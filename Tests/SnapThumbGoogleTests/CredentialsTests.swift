@@ -262,9 +262,13 @@ final class TestClock: @unchecked Sendable {
         let fake = try FakeAuth(keys: keys, lifetime: 1800)
         let source = try GoogleCredentials.tokenSource(environment: ["GCE_METADATA_HOST": fake.host])
         let provider = AccessTokenProvider(source: source, retry: Self.fastRetry)
+        let asked = Date()
         let token = try await provider.token()
         #expect(token.value == "fake-metadata-token-1")
-        #expect(token.expiresAt.timeIntervalSinceNow > 1700)
+        // expires_in counts from the answer, which came after `asked` (no wall-clock margin:
+        // a loaded machine may take minutes between the two).
+        #expect(token.expiresAt.timeIntervalSince(asked) >= 1800 - 1)
+        #expect(token.expiresAt.timeIntervalSinceNow <= 1800)
         // The fake refuses a request without Metadata-Flavor: Google.
         let bare = try HTTPTransport().sendBlocking(HTTPRequest(method: "GET", url: URL(string: "http://\(fake.host)\(MetadataServerTokenSource.tokenPath)")!))
         #expect(bare.status == 403)

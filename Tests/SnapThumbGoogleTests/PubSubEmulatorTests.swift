@@ -107,9 +107,9 @@ struct PubSubEmulatorTests {
         let first = try await pull(client, subscription, count: 2)
         let a = try #require(first.first { $0.message.data == Data("a".utf8) })
         let b = try #require(first.first { $0.message.data == Data("b".utf8) })
-        // a is extended well past the subscription's 10 s at once, before anything slow
-        // (on a loaded machine the steps below took longer than 10 s, and a lapsed first).
-        try await client.modifyAckDeadline(subscription, ackIDs: [a.ackID], seconds: 120)
+        // a is extended to Pub/Sub's longest deadline (600 s) at once, before anything slow
+        // (on a loaded machine the steps below took minutes, and a lapsed in the middle).
+        try await client.modifyAckDeadline(subscription, ackIDs: [a.ackID], seconds: 600)
 
         // A deadline of 0 hands a message back at once (a worker letting go on SIGTERM).
         try await client.modifyAckDeadline(subscription, ackIDs: [b.ackID], seconds: 0)
@@ -121,6 +121,8 @@ struct PubSubEmulatorTests {
         // original 10 s deadline has passed without it: its extension held.
         try await client.modifyAckDeadline(subscription, ackIDs: [again[0].ackID], seconds: 12)
         let third = try await pull(client, subscription, count: 1)
+        // Held from here on, so that nothing comes back while the machine is slow.
+        try await client.modifyAckDeadline(subscription, ackIDs: third.map(\.ackID), seconds: 600)
         #expect(third.map(\.message.messageID) == [b.message.messageID])
         #expect(third.first?.deliveryAttempt == 3)
         #expect(try await client.pull(subscription, maxMessages: 10, wait: 0).isEmpty)
