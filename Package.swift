@@ -19,7 +19,7 @@ let libexifVersion: String = {
 
 let package = Package(
     name: "SnapThumb",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "snapthumb", targets: ["snapthumb"]),
         .library(name: "SnapThumbCore", targets: ["SnapThumbCore"]),
@@ -43,92 +43,118 @@ let package = Package(
         // the include paths vips.h needs (and links GLib alone).
         .systemLibrary(name: "CVips", pkgConfig: "glib-2.0", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
-        // Fixed-argument wrappers for libvips' variadic calls and macros.
+        // Fixed-argument wrappers for libvips' variadic calls and macros, and the
+        // image codecs' helpers (libjpeg, libimagequant, zlib).
         .target(
             name: "CSnapShim",
             dependencies: ["CVips", "CExif"],
             cSettings: [.define("SNAP_LIBEXIF_VERSION", to: "\"\(libexifVersion)\"")],
-            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("crypto"), .linkedLibrary("dl")]
+            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("dl")]
         ),
-        // The one module with unsafe C interop (libvips, libexif, libjpeg, libimagequant,
-        // zlib, and the POSIX calls that take raw buffers). Nothing above it sees a pointer.
-        .target(name: "VipsKit", dependencies: ["CSnapShim"]),
-        // Pipeline, byte budgets, store and manifest: safe Swift.
+        // OpenSSL's digests and RS256, and the Linux calls Swift's Glibc lacks.
+        .target(name: "CSystemShim", linkerSettings: [.linkedLibrary("crypto")]),
+        // ---- Layer 0: the only modules with unsafe C interop. Nothing above them sees a pointer.
+        // The image libraries (libvips, libexif, libjpeg, libimagequant, zlib).
+        .target(name: "VipsKit", dependencies: ["CSnapShim", "SystemKit"]),
+        // The system: POSIX files and processes, digests, RS256, sd_notify, and the
+        // one lock-with-condition type (`Monitor`).
+        .target(name: "SystemKit", dependencies: ["CSystemShim"]),
+        // ---- Layer 1: the pipeline: steps, manifest, settings, errors. Knows no
+        // store, runner, watch, bucket, verifier or bench.
         .target(
             name: "SnapThumbCore",
-            dependencies: ["VipsKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["VipsKit", "SystemKit"]
         ),
-        // The job runner: walks a tree, deals files to worker processes (or threads),
-        // collects results and progress. Knows nothing of the watch layout.
+        // ---- Layer 2: the store (StoreBackend, the directory store, the one commit
+        // path, `StoreLocation`); the bucket store plugs in as a `StoreScheme`.
+        .target(
+            name: "SnapThumbStore",
+            dependencies: ["SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The bucket store: S3-compatible object storage (AWS S3, Google Cloud
+        // Storage's XML API, MinIO, Ceph RGW), signed with AWS Signature Version 4,
+        // over Foundation's URLSession (see README, "Storing in a bucket").
+        .target(
+            name: "SnapThumbS3",
+            dependencies: ["SnapThumbStore", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Google Cloud: credentials found as Google's client libraries find them (a
+        // service-account key's RS256 JWT, or the metadata server), Pub/Sub's REST API,
+        // Cloud Storage's notifications.
+        .target(
+            name: "SnapThumbGoogle",
+            dependencies: ["SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The one configuration layer: flags > environment > config file > defaults,
+        // for every subcommand; the log format.
+        .target(
+            name: "SnapThumbConfig",
+            dependencies: ["SnapThumbCore", .product(name: "Logging", package: "swift-log")]
+        ),
+        // ---- Layer 3: the one job runner: job sources, the supervisor of worker
+        // processes, the worker's loop; and what daemons share (sd_notify, backoff).
         .target(
             name: "SnapThumbRunner",
-            dependencies: ["SnapThumbCore", "VipsKit"]
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Prometheus", package: "swift-prometheus")]
         ),
+        // ---- Layer 4: what runs on the runner or reads a store.
         // `snapthumb verify`: re-hashes a store and validates every manifest against the
         // JSON Schema, which is a resource (the one copy; docs/ links to it).
         .target(
             name: "SnapThumbVerify",
-            dependencies: ["SnapThumbCore", "SnapThumbRunner", "VipsKit"],
+            dependencies: ["SnapThumbStore", "SnapThumbS3", "SnapThumbCore", "SystemKit"],
             resources: [.copy("Resources/manifest.v1.schema.json")]
         ),
         // `snapthumb bench`: the benchmark harness (SnapThumb beside vipsthumbnail and
-        // Pillow on the same files, and the watch daemon's latency).
+        // Pillow on the same files, and the watch daemon's latency, driven from outside).
         .target(
             name: "SnapThumbBench",
-            dependencies: ["SnapThumbCore", "SnapThumbRunner", "SnapThumbWatch", "VipsKit", .product(name: "Logging", package: "swift-log")]
-        ),
-        // Fault plans and helpers for tests; no production target depends on it.
-        .target(
-            name: "SnapThumbTesting",
-            dependencies: ["SnapThumbCore", "SnapThumbRunner"]
-        ),
-        // The bucket store: S3-compatible object storage (AWS S3, Google Cloud
-        // Storage's XML API, MinIO), signed with AWS Signature Version 4, over
-        // Foundation's URLSession (see README, "Storing in a bucket").
-        .target(
-            name: "SnapThumbS3",
-            dependencies: ["SnapThumbCore", "SnapThumbVerify", "VipsKit", .product(name: "Logging", package: "swift-log")]
-        ),
-        // Google Cloud: credentials found as Google's client libraries find them (a
-        // service-account key's RS256 JWT, or the metadata server), Pub/Sub's REST API,
-        // Cloud Storage's notifications. URLSession again; RS256 from OpenSSL via VipsKit.
-        .target(
-            name: "SnapThumbGoogle",
-            dependencies: ["SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "VipsKit", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // `snapthumb watch`: the watch-folder worker (claims, events, quarantine, metrics).
         .target(
             name: "SnapThumbWatch",
             dependencies: [
-                "SnapThumbCore",
                 "SnapThumbRunner",
-                "VipsKit",
+                "SnapThumbStore",
+                "SnapThumbConfig",
+                "SnapThumbCore",
+                "SystemKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // `snapthumb consume`: uploads announced on a message queue (S3 event notifications
-        // through SQS) as one more job source of the runner. The queue protocol and the
-        // event decoding know nothing of SQS; the SQS client signs with the bucket's SigV4.
+        // through SQS, Cloud Storage's through Pub/Sub) as one more job source of the runner.
         .target(
             name: "SnapThumbQueue",
             dependencies: [
-                "SnapThumbCore",
-                "SnapThumbGoogle",
                 "SnapThumbRunner",
+                "SnapThumbStore",
+                "SnapThumbConfig",
                 "SnapThumbS3",
-                "SnapThumbWatch",
-                "VipsKit",
+                "SnapThumbGoogle",
+                "SnapThumbCore",
+                "SystemKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Fault plans and helpers for tests; no production target depends on it.
+        .target(
+            name: "SnapThumbTesting",
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbCore", "SystemKit"]
+        ),
         .executableTarget(
             name: "snapthumb",
             dependencies: [
                 "SnapThumbCore",
+                "SnapThumbConfig",
+                "SnapThumbStore",
+                "SnapThumbGoogle",
                 "SnapThumbQueue",
                 "SnapThumbRunner",
                 "SnapThumbBench",
@@ -136,6 +162,7 @@ let package = Package(
                 "SnapThumbWatch",
                 "SnapThumbS3",
                 "VipsKit",
+                "SystemKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,24 +171,24 @@ let package = Package(
         // Unit tests, plus command-line tests that run the built `snapthumb`.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
         ),
         // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
             exclude: ["Fixtures"]
         ),
         // Credentials against a fake token endpoint and metadata server (Scripts/fake-google-auth.py),
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "SnapThumbGoogle", "SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit",
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit",
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 
 /// The results of one `bench` run, and its medians, ratios, table and JSON.

@@ -1,7 +1,9 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 import VipsKit
+import SystemKit
 
 /// What `snapthumb bench` measures and how.
 public struct BenchOptions: Sendable {

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 
 /// Runs command lines side by side and measures each with `wait4`, which gives a

@@ -1,6 +1,8 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// The decode floor `bench` measures beside the pipeline: each JPEG read and
 /// decoded at 1/4 scale by libjpeg-turbo (the scale the pipeline decodes a snap

@@ -1,4 +1,5 @@
 import SnapThumbCore
+import SnapThumbStore
 
 /// How a pixel-art grid differs from the plain box average of the same square, in OKLab
 /// (docs/pixel-art.md). The same measures as Benchmarks/quality/pixel_measures.py; the

@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 
 /// A program that makes only the square 100 px Q80 JPEG, for comparison: what

@@ -1,8 +1,10 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
-import SnapThumbWatch
+
 import VipsKit
+import SystemKit
 
 /// The watch daemon's drain rate against a backfill of the same files: every
 /// upload renamed into `incoming/` at once (a burst, as after an outage of the
@@ -76,7 +78,7 @@ public enum WatchBurst {
         guard backfill == 0 || backfill == 1 else { throw SnapError(.internal, "backfill exited with status \(backfill)") }
 
         // The daemon, started and settled before the burst.
-        let layout = Layout(root: "\(root)/uploads")
+        let layout = UploadFolders(root: "\(root)/uploads")
         try fm.createDirectory(atPath: layout.incoming, withIntermediateDirectories: true)
         let store = "\(root)/watch-store"
         let daemon = try WatchDaemon.start(executable: executable, layout: layout, store: store, jobs: jobs)
@@ -127,7 +129,7 @@ public enum WatchBurst {
 struct WatchDaemon {
     let process: Process
 
-    static func start(executable: String, layout: Layout, store: String, jobs: Int) throws -> WatchDaemon {
+    static func start(executable: String, layout: UploadFolders, store: String, jobs: Int) throws -> WatchDaemon {
         let watcher = Process()
         watcher.executableURL = URL(fileURLWithPath: executable)
         watcher.arguments = ["watch", layout.root, "--store", store, "--jobs", String(jobs), "--log-level", "error"]
@@ -151,4 +153,14 @@ struct WatchDaemon {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
     }
+}
+
+/// The upload directory's folders as `snapthumb watch` documents them
+/// (docs/watch.md): bench drives the daemon from outside, as any uploader does.
+struct UploadFolders {
+    let root: String
+    var incoming: String { root + "/incoming" }
+    var processing: String { root + "/processing" }
+    var done: String { root + "/done" }
+    var failed: String { root + "/failed" }
 }

@@ -1,9 +1,12 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
-import SnapThumbWatch
+
 import VipsKit
+import SystemKit
 import Logging
+import SnapThumbConfig
 
 /// End-to-end latency of the watch daemon: from an upload renamed into
 /// `incoming/` to its manifest being published, at a steady arrival rate.
@@ -31,7 +34,7 @@ public enum WatchLatency {
         let fm = FileManager.default
         let root = URL(fileURLWithPath: tempDirectory).appendingPathComponent("snapthumb-watch-latency-\(UUID().uuidString)").path
         defer { try? fm.removeItem(atPath: root) }
-        let layout = Layout(root: "\(root)/uploads")
+        let layout = UploadFolders(root: "\(root)/uploads")
         let store = "\(root)/store", stage = "\(root)/stage"
         try fm.createDirectory(atPath: layout.incoming, withIntermediateDirectories: true)
         try fm.createDirectory(atPath: stage, withIntermediateDirectories: true)

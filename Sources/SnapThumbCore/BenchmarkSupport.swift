@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// The pipeline's steps in groups, for the stage benchmarks in `Benchmarks/`
 /// (`@_spi(Benchmarks) import SnapThumbCore`): the same `Pipeline.steps` the
@@ -35,13 +36,6 @@ import VipsKit
     /// The whole pipeline on encoded bytes, nothing stored.
     public static func process(_ pipeline: Pipeline, _ bytes: [UInt8], key: String) throws -> ProcessedUpload {
         try pipeline.process(SourceBuffer(bytes), key: key)
-    }
-
-    /// SHA-256 of each output (made unique by `salt`, so that every call writes new
-    /// blobs) and one durable commit (blobs, manifest, fsyncs) into `store`.
-    public static func hashAndStore(_ upload: ProcessedUpload, salt: Int, store: Store) throws {
-        let blobs = upload.blobs.map { Blob($0.bytes + withUnsafeBytes(of: salt) { Array($0) }) }
-        if let error = store.commitBatch([ProcessedUpload(manifest: upload.manifest, blobs: blobs)]).first ?? nil { throw error }
     }
 
     /// The manifest's canonical JSON, as written to the store.

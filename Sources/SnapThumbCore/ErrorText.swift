@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// An error in words for people: no Swift type names (`keyNotFound(CodingKeys(…))`), for messages
 /// and logs that operators read.

@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// Manifest v1: what other services read for one upload. Its JSON field names
 /// are a contract (see docs/manifest.v1.schema.json).

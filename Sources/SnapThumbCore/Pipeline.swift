@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// One encoded output, ready for the store.
 public struct Blob: Sendable, Equatable {
@@ -21,6 +22,11 @@ public struct Blob: Sendable, Equatable {
 public struct ProcessedUpload: Sendable {
     public let manifest: Manifest
     public let blobs: [Blob]
+
+    public init(manifest: Manifest, blobs: [Blob]) {
+        self.manifest = manifest
+        self.blobs = blobs
+    }
 }
 
 /// The thumbnail pipeline for one upload. The whole algorithm is this list, run in
@@ -72,11 +78,6 @@ public struct Pipeline: Sendable {
         let manifest = Manifest(key: key, source: header.sourceInfo(snap.source, digest: snap.sourceDigest),
                                 variants: variants, recipe: recipe)
         return ProcessedUpload(manifest: manifest, blobs: snap.blobs)
-    }
-
-    /// Reads `path` (refusing files over the input limit before reading them) and processes it.
-    public func process(file path: String, key: String, onImage: @escaping (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
-        try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
     }
 
     /// The runner: each step in turn. Decode, colour and orient say what is wrong with

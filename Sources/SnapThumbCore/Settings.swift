@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// Every knob of the pipeline, with the production defaults. Validated once at
 /// the edge (`validate()`), then passed inward as one plain value.
@@ -285,4 +286,12 @@ extension Settings {
             try check((2...256).contains(colours.count), "a custom palette needs 2–256 colours (got \(colours.count))")
         }
     }
+}
+
+/// What to do when an upload's key already has a manifest made from different source bytes.
+public enum ConflictPolicy: String, Sendable, Codable, CaseIterable {
+    /// Refuse the new upload (failure code `conflict`); the published manifest stays.
+    case refuse
+    /// Publish the new content over the old manifest (both digests are logged).
+    case replace
 }

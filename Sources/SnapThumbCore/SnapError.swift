@@ -62,7 +62,7 @@ public struct SnapError: Error, Sendable, CustomStringConvertible, Equatable {
 extension SnapError {
     /// Failure to read an input: `unreadable` (permanent) unless the errno is about
     /// this process (descriptors, memory, interruption), which is `io` (retried).
-    static func source(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
+    public static func source(_ doing: String, _ path: String, errno code: Int32) -> SnapError {
         let transient: Set<Int32> = [EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR, ENOBUFS]
         let reason = String(cString: strerror(code))
         return SnapError(transient.contains(code) ? .io : .unreadable, "\(doing) \(path): \(reason)", cause: "errno \(code)")

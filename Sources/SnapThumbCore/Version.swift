@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// SnapThumb's version and how this binary was built. The semantic version lives here and
 /// nowhere else: `--version`, `snapthumb version`, manifests (`producer`) and the metrics'

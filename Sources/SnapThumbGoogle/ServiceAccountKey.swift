@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// A service-account key file, as the Cloud console and `gcloud iam service-accounts keys
 /// create` write it (`"type": "service_account"`). `description` names the account only.

@@ -1,8 +1,10 @@
 import Foundation
 import Prometheus
 import SnapThumbCore
+import SnapThumbStore
 import Synchronization
 import VipsKit
+import SystemKit
 
 /// `consume`'s metrics, written as a Prometheus textfile for node_exporter exactly as
 /// `watch` writes its own (`MetricsTextfile`): HELP and TYPE on every family, base units,

@@ -1,10 +1,12 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import Prometheus
 import ServiceLifecycle
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
-import SnapThumbWatch
+
 
 /// The settings `consume` runs with, validated by the command.
 public struct ConsumeConfiguration: Sendable {

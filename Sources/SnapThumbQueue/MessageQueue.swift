@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import Synchronization
 
 /// One message as a queue delivered it. The same shape serves SQS (a receipt handle,

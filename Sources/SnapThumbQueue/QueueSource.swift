@@ -1,8 +1,10 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
-import SnapThumbWatch
+
 
 /// The runner's job source in `consume`: uploads announced on a queue. It only says what
 /// the next job is and acknowledges what the runner reports; running, retrying crashed

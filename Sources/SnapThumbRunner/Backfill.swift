@@ -1,6 +1,8 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// How one file of a backfill ended.
 public enum FileOutcome: Sendable {

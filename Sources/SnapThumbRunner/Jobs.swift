@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// What the worker processes of a ``ProcessPool`` take jobs from. A backfill's
 /// source is its file list; the watch daemon's gives out claims as uploads

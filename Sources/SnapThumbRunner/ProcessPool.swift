@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// The line protocol between a backfill and its `snapthumb worker` processes:
 /// one JSON object per line each way (written and read by `WorkerLine`).

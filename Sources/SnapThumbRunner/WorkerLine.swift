@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// The worker protocol's lines, written and read directly. Each job and each
 /// answer crossed JSONEncoder and JSONDecoder on both sides of the pipe, about 5 %

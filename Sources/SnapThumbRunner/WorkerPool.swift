@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// Runs blocking work (libvips calls) on dedicated threads, never on Swift's
 /// cooperative pool, so that anything async in the process stays responsive.

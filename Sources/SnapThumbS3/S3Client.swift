@@ -7,7 +7,9 @@ import FoundationXML
 #endif
 import Logging
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// One object of a listing.
 public struct S3Object: Sendable, Equatable {

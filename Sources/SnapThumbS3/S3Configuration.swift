@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// Which conditional header makes a write create-only.
 public enum S3Provider: String, Sendable, Codable, CaseIterable {

@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// `ls`, `get` and `gc` on a bucket: the directory inventory's operations with
 /// listings (their LastModified is a blob's age) and plain GETs and DELETEs.

@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// The bucket backend: the directory store's layout and bytes under
 /// `s3://BUCKET/PREFIX`.
@@ -124,7 +126,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     /// The probe object: a blob like any other (its name is the SHA-256 of these
     /// bytes), so that verify, listings and the layout need no exception for it.
     static let probeBytes = [UInt8]("SnapThumb's create-only probe: written once per store, then PUT again under the create-only header, which must be refused.\n".utf8)
-    static let probeHex = SHA256.hex(probeBytes)
+    public static let probeHex = SHA256.hex(probeBytes)
 
     /// Proves, once per process, that the bucket refuses to overwrite an object
     /// under the create-only header: the probe blob is PUT create-only until the

@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// Access keys for AWS Signature Version 4. `description` never shows the secret
 /// or the session token (nor the whole key id), so a credential printed by

@@ -1,39 +1,23 @@
 import Foundation
 import Logging
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
-/// A `--store` (or source) argument: a directory path or an `s3://BUCKET/PREFIX` URL.
-public enum StoreLocation {
-    /// Throws a `config` error for anything that is neither: another URL scheme
-    /// (`gs://`, `http://`) or a malformed s3 URL (`s3:/x`, `s3:bucket`) would
-    /// otherwise be taken as a directory name and silently created.
-    public static func check(_ argument: String) throws {
-        if S3Configuration.isS3URL(argument) {
-            _ = try S3Configuration.parseURL(String(argument.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]))
-            return
-        }
-        guard !argument.isEmpty else { throw SnapError(.config, "the store is an empty string") }
-        // Something that starts like a URL (`scheme:`) but is not an s3 one.
-        let scheme = argument.prefix { $0 != ":" && $0 != "/" }
-        if argument.dropFirst(scheme.count).hasPrefix(":"), let first = scheme.first, first.isLetter,
-           scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
-            throw SnapError(.config, "\"\(RedactedURL.text(argument))\" is neither a directory path nor an s3://BUCKET/PREFIX URL (write ./\(RedactedURL.text(argument)) for a directory of that name)")
-        }
+/// The bucket store's scheme (`s3://BUCKET/PREFIX`), for `StoreLocation`.
+public struct S3StoreScheme: StoreScheme {
+    public init() {}
+
+    public func claims(_ argument: String) -> Bool { S3Configuration.isS3URL(argument) }
+
+    public func check(_ argument: String) throws {
+        _ = try S3Configuration.parseURL(String(argument.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]))
     }
 
-    /// Opens a store: a directory (created if missing) or a bucket (checked once:
-    /// a missing bucket or refused credentials is a `config` error, before anything is written).
-    /// `allowUnconditionalWrites`: see `S3Store.open`.
-    public static func open(_ argument: String, environment: [String: String] = ProcessInfo.processInfo.environment,
-                            onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
-                            logger: Logger = Logger(label: "snapthumb.s3")) throws -> any StoreBackend {
-        try check(argument)
-        if S3Configuration.isS3URL(argument) {
-            return try S3Store.open(argument, environment: environment, onConflict: onConflict,
-                                    allowUnconditionalWrites: allowUnconditionalWrites, logger: logger)
-        }
-        return try Store(root: argument, onConflict: onConflict)
+    public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend {
+        try S3Store.open(argument, environment: options.environment, onConflict: options.onConflict,
+                         allowUnconditionalWrites: options.allowUnconditionalWrites, logger: options.logger)
     }
 }
 

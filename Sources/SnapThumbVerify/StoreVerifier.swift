@@ -1,7 +1,9 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 import VipsKit
+import SystemKit
 
 /// `snapthumb verify`: re-hashes every blob and checks every manifest.
 public enum StoreVerifier {

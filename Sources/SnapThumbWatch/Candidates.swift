@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// Names in `incoming/` that may be ready to claim: a bounded queue shared by the
 /// event reader, the scanner and the worker threads.

@@ -3,8 +3,11 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// Moves uploads between `incoming/`, this worker's claim directory, `done/` and
 /// back, and returns the claims of dead workers. Every move is one rename(2), so

@@ -2,8 +2,11 @@
 import Glibc
 #endif
 import Foundation
+import SystemKit
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 
 /// Cleans up after processes that died: temp files they left in the store and in
 /// `failed/`, and sources in `done/` past their retention.

@@ -1,4 +1,6 @@
+import SystemKit
 import SnapThumbCore
+import SnapThumbStore
 /// The upload directory's contract:
 ///
 ///     <upload-dir>/incoming/              new uploads (renamed in, or written in place)

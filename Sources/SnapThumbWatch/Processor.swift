@@ -3,7 +3,9 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 
 /// One upload, from claim to its final place:

@@ -3,8 +3,11 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// `failed/<name>.error.json`: why an upload was quarantined.
 public struct ErrorRecord: Codable, Sendable, Equatable {

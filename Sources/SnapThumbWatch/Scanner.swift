@@ -3,8 +3,11 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// Full rescans of `incoming/`: at start, when events were lost (queue overflow),
 /// periodically as a safety net, and as the only source of news in `--poll` mode.

@@ -1,6 +1,9 @@
 import Foundation
+import SystemKit
 import SnapThumbCore
+import SnapThumbStore
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
 
 /// Everything `snapthumb watch` can be told, with its defaults. Built once by
@@ -211,7 +214,7 @@ public struct WatchConfiguration: Sendable {
     }
 
     /// Seconds from "1.5", "500ms", "10s", "5m", "2h" or "7d" (the one duration syntax, `SnapThumbCore.parseDuration`).
-    public static func parseDuration(_ text: String) -> Double? { SnapThumbCore.parseDuration(text) }
+    public static func parseDuration(_ text: String) -> Double? { SnapThumbConfig.parseDuration(text) }
 
     /// How often the lease is renewed, and housekeeping (metrics, dead workers) runs.
     var heartbeatInterval: Double { min(5, leaseTimeout / 3, metricsInterval) }

@@ -1,8 +1,11 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import Prometheus
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// The daemon's metrics, in a swift-prometheus registry that is written as a textfile for
 /// node_exporter's textfile collector. Every family has HELP and TYPE lines and names in base
@@ -98,22 +101,3 @@ final class WatchMetrics: @unchecked Sendable {
     }
 }
 
-/// Writes the registry to `path` atomically (temp file + rename), so the collector
-/// never reads half a file. Shared by every daemon (`watch`, `consume`).
-public struct MetricsTextfile: Sendable {
-    public let path: String
-    public let registry: PrometheusCollectorRegistry
-
-    public init(path: String, registry: PrometheusCollectorRegistry) {
-        self.path = path
-        self.registry = registry
-    }
-
-    public func write(logger: Logger) {
-        do {
-            try FileOps.writeAtomically(registry.emitToBuffer(), to: path)
-        } catch {
-            logger.warning("cannot write the metrics file", metadata: ["snap.file": "\(path)", "snap.error": "\(describe(error))"])
-        }
-    }
-}

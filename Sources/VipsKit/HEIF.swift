@@ -1,3 +1,4 @@
+import SystemKit
 internal import CSnapShim
 import Foundation
 

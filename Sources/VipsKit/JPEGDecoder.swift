@@ -1,3 +1,4 @@
+import SystemKit
 internal import CSnapShim
 
 /// Something whose decode another thread can stop (a per-image time limit).

@@ -1,5 +1,6 @@
 internal import CSnapShim
 import Foundation
+import SystemKit
 
 /// Colour interpretation of an image, as far as SnapThumb cares.
 public enum Interpretation: Sendable, Equatable {

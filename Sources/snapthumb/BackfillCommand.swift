@@ -1,9 +1,12 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 import SnapThumbS3
 import VipsKit
+import SystemKit
 
 struct BackfillCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -119,7 +122,7 @@ struct BackfillCommand: ParsableCommand {
 
     func validate() throws {
         if let store { try StoreArgument.validate(store) }
-        do { try StoreLocation.check(directory) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
+        do { try StoreLocation.check(directory, schemes: StoreArgument.schemes) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
         var isDirectory: ObjCBool = false
         guard S3Configuration.isS3URL(directory)
                 || FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue else {

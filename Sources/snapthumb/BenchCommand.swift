@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbBench
 import SnapThumbRunner
 

@@ -1,7 +1,10 @@
 import ArgumentParser
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// The values shell completions offer for flags that take a word (generated from
 /// the same enums that parse them, so a new value completes without another edit).

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 
 /// `snapthumb config`: the effective settings of every subcommand and where each came from.
 struct ConfigCommand: ParsableCommand {

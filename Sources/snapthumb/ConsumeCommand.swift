@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import Logging
+import SnapThumbConfig
 import ServiceLifecycle
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbGoogle
 import SnapThumbQueue
 import SnapThumbRunner
@@ -179,8 +181,9 @@ struct ConsumeCommand: AsyncParsableCommand {
         let store: any StoreBackend
         let allowUnconditional = try storeOptions.allowsUnconditionalWrites(layers)
         do {
-            store = try StoreLocation.open(options.store, environment: environment, onConflict: pipeline.settings.onConflict,
-                                           allowUnconditionalWrites: allowUnconditional, logger: logger)
+            store = try StoreLocation.open(options.store, schemes: StoreArgument.schemes,
+                                           options: StoreOpenOptions(onConflict: pipeline.settings.onConflict, allowUnconditionalWrites: allowUnconditional,
+                                                                     logger: logger, environment: environment))
             if let directory = store.directory, access(directory, W_OK) != 0 {
                 throw SnapError(.config, "\(directory): the store is not writable by this user")
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbBench
 
 /// `bench`'s floor side: not for people (see `DecodeFloor`).

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 
 /// `snapthumb gc STORE`: deletes orphan blobs, never manifests.
 struct GcCommand: ParsableCommand {

@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// `snapthumb get STORE KEY`: one variant's bytes (or the manifest), checked against its digest.
 struct GetCommand: ParsableCommand {

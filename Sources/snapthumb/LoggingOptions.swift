@@ -1,8 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// `--log-format`, `--log-level`, `-q` and `-v`, on every subcommand.
 struct LoggingOptions: ParsableArguments {

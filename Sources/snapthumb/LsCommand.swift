@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 
 /// `snapthumb ls STORE [PREFIX]`: the keys a store holds, without knowing its layout.
 struct LsCommand: ParsableCommand {

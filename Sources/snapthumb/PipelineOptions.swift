@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// Flags shared by every command that runs the pipeline. Precedence: these flags, then
 /// `SNAPTHUMB_<FLAG>` environment variables, then the config file (`--config` or

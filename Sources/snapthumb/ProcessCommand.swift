@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
+import SystemKit
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 import SnapThumbS3
 

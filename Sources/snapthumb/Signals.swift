@@ -3,7 +3,9 @@ import Glibc
 #endif
 import Dispatch
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbRunner
 
 /// SIGINT and SIGTERM for `backfill` and `process`: the first one sets

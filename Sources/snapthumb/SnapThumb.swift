@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 
 /// The `snapthumb` command.
 struct SnapThumb: ParsableCommand {

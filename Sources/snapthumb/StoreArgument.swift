@@ -1,11 +1,16 @@
 import ArgumentParser
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbS3
 
 /// `--store` for every command: a directory path or `s3://BUCKET/PREFIX`.
 enum StoreArgument {
+    /// The kinds of store a URL can name, besides a directory: the bucket store.
+    static let schemes: [any StoreScheme] = [S3StoreScheme()]
+
     /// The store's notices (a replaced manifest) for commands that do not set up
     /// logging: on stderr, never stdout (manifests, or a worker's line protocol, go there).
     static let stderrLogger = Logger(label: "snapthumb.store") { StreamLogHandler.standardError(label: $0) }
@@ -15,7 +20,7 @@ enum StoreArgument {
     /// A usage error (exit 2) for anything that is neither a path nor an s3 URL,
     /// and for a path that exists but is not a directory (a store is created only where nothing is).
     static func validate(_ argument: String) throws {
-        do { try StoreLocation.check(argument) } catch let error as SnapError {
+        do { try StoreLocation.check(argument, schemes: StoreArgument.schemes) } catch let error as SnapError {
             throw ValidationError("--store: \(error.message)")
         }
         if !S3Configuration.isS3URL(argument), let isDirectory = isDirectory(argument), !isDirectory {
@@ -26,7 +31,7 @@ enum StoreArgument {
     /// For commands that read a store (`verify`, `ls`, `get`, `gc`): a usage error
     /// (exit 2) unless it is an s3 URL or an existing directory; nothing is created.
     static func validateExisting(_ argument: String) throws {
-        do { try StoreLocation.check(argument) } catch let error as SnapError {
+        do { try StoreLocation.check(argument, schemes: StoreArgument.schemes) } catch let error as SnapError {
             throw ValidationError("<store>: \(error.message)")
         }
         guard !S3Configuration.isS3URL(argument) else { return }
@@ -64,7 +69,7 @@ enum StoreArgument {
     static func open(_ argument: String, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
                      logger: Logger = stderrLogger) throws -> any StoreBackend {
         do {
-            let store = try StoreLocation.open(argument, onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger)
+            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, environment: ProcessInfo.processInfo.environment))
             if allowUnconditionalWrites, store.directory == nil {
                 logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
                                metadata: ["snap.store": "\(store.location)"])

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 
 /// "Did you mean …?" for a mistyped subcommand or SNAPTHUMB_* variable.
 enum Suggestions {

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 
 /// `snapthumb version`: the version, the libraries it was built against, and how it was built.
 struct VersionCommand: ParsableCommand {

@@ -1,8 +1,11 @@
 import ArgumentParser
 import Foundation
+import SnapThumbRunner
 import Logging
+import SnapThumbConfig
 import ServiceLifecycle
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbWatch
 
 struct WatchCommand: AsyncParsableCommand {

@@ -1,9 +1,12 @@
 import ArgumentParser
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbS3
 import SnapThumbRunner
 import VipsKit
+import SystemKit
 
 /// The child side of `backfill --isolation processes` (and `bench`): not for people.
 struct WorkerCommand: ParsableCommand {
@@ -46,7 +49,9 @@ struct WorkerCommand: ParsableCommand {
         let reader: any SourceReader
         do {
             pipeline = try Pipeline(settings: settings)
-            store = try StoreLocation.open(self.store, onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger)
+            store = try StoreLocation.open(self.store, schemes: StoreArgument.schemes,
+                                          options: StoreOpenOptions(onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger,
+                                                                    environment: ProcessInfo.processInfo.environment))
             reader = try sources.map { try S3Sources(url: $0) } ?? LocalFiles()
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")

@@ -1,3 +1,6 @@
+@testable import SnapThumbStore
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Foundation
 import Logging
 import Testing

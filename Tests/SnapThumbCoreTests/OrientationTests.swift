@@ -1,3 +1,6 @@
+@testable import SnapThumbStore
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Foundation
 import Testing
 @testable import SnapThumbCore

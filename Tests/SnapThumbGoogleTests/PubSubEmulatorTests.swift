@@ -1,3 +1,5 @@
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Foundation
 import Testing
 @testable import SnapThumbGoogle

@@ -1,3 +1,6 @@
+@testable import SnapThumbStore
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Foundation
 import Testing
 @testable import SnapThumbS3
@@ -154,10 +157,10 @@ import SnapThumbRunner
 
     @Test func storeArgumentsThatAreNeitherPathNorS3AreRefused() throws {
         for bad in ["gs://b/p", "s3:b", "http://x/y", "s3://", "", "file:///tmp/x"] {
-            #expect(throws: SnapError.self, "\(bad)") { try StoreLocation.check(bad) }
+            #expect(throws: SnapError.self, "\(bad)") { try StoreLocation.check(bad, schemes: [S3StoreScheme()]) }
         }
         for good in ["./store", "/srv/store", "store", "s3://thumbs/v1", "./a:b", "2026:11"] {
-            #expect(throws: Never.self, "\(good)") { try StoreLocation.check(good) }
+            #expect(throws: Never.self, "\(good)") { try StoreLocation.check(good, schemes: [S3StoreScheme()]) }
         }
     }
 

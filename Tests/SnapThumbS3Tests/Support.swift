@@ -1,3 +1,5 @@
+@testable import SystemKit
+@testable import SnapThumbConfig
 import VipsKit
 
 /// SHA-256 in hex (VipsKit's, named apart from anything Foundation may declare).

@@ -1,3 +1,5 @@
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Testing
 @testable import SnapThumbWatch
 

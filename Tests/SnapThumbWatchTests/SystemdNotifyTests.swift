@@ -1,8 +1,11 @@
 #if canImport(Glibc)
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Glibc
 #endif
 import Foundation
 import Testing
+@testable import SnapThumbRunner
 @testable import SnapThumbWatch
 import VipsKit
 

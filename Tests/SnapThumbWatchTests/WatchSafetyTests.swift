@@ -1,4 +1,7 @@
 #if canImport(Glibc)
+@testable import SnapThumbStore
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Glibc
 #endif
 import Foundation

@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// square100: a JPEG quality up to the range's top that fills the budget

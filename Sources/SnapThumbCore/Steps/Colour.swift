@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// Everything becomes 8-bit, 3-band sRGB with no alpha. Packed pixels from the

@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 /// An accepted input format, from the loader libvips picks for the bytes.
 enum InputFormat: String, Sendable {

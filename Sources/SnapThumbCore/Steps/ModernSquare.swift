@@ -1,5 +1,6 @@
 import Foundation
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// square100-avif / square100-heic, only when `square.modern` asks for it: the very

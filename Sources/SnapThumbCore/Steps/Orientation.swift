@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// Turns the image upright by its EXIF orientation, once (HEIF's own transforms

@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 /// An indexed image: one palette index per pixel.
 struct IndexedImage: Equatable {

@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// pixel25 and pixel100: the grid quantised to its palette, both PNGs within

@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 extension PipelineStep {
     /// The square crop (centre or attention) resampled to `square.size`: square100's

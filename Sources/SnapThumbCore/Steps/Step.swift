@@ -1,4 +1,5 @@
 import VipsKit
+import SystemKit
 
 /// One named step of the pipeline: it reads what the steps before it left in the
 /// `Snap` and adds its own part. `Pipeline.steps` lists them in order.

@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbGoogle
 
 /// A Pub/Sub subscription as the consumer's ``MessageQueue``: pull, acknowledge, and

@@ -3,9 +3,12 @@ import Foundation
 import FoundationNetworking
 #endif
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbS3
 import VipsKit
+import SystemKit
 
 /// A small SQS client: AWS's JSON protocol (`POST /`, `X-Amz-Target: AmazonSQS.<Action>`,
 /// `application/x-amz-json-1.0`), signed with the bucket's Signature Version 4 code

@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import SnapThumbS3
 
 /// Where an SQS queue is and how to sign for it, from its URL and the `AWS_*` variables

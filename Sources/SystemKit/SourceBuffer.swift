@@ -4,7 +4,8 @@ import Foundation
 /// loads from nor reads it until pixels are needed, so every image derived from
 /// one holds a reference to its `SourceBuffer` until the image itself goes away.
 public final class SourceBuffer: @unchecked Sendable {
-    let base: UnsafeMutableRawPointer
+    /// `package`: for VipsKit, the other C-interop module (nothing above the C layer calls it).
+    package let base: UnsafeMutableRawPointer
     /// Size in bytes.
     public let count: Int
 
@@ -38,7 +39,7 @@ public final class SourceBuffer: @unchecked Sendable {
     }
 
     /// Reads the bytes with a closure; the pointer is valid only inside it.
-    func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    package func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 

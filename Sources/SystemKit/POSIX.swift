@@ -1,4 +1,4 @@
-internal import CSnapShim
+internal import CSystemShim
 #if canImport(Glibc)
 import Glibc
 #endif

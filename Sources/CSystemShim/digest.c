@@ -1,6 +1,6 @@
 /* OpenSSL's libcrypto: SHA-256 (content addresses), HMAC-SHA256 and MD5 (object-storage
  * requests), RS256 (the JWTs that Google's token endpoint exchanges for access tokens). */
-#include "snapshim.h"
+#include "systemshim.h"
 
 #include <limits.h>
 #include <stdlib.h>

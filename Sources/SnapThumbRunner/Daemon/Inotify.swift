@@ -3,8 +3,11 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 import VipsKit
+import SystemKit
 import Logging
+import SnapThumbConfig
 
 /// Events from a directory (watch's `incoming/`) via inotify: close-write (written in
 /// place) and moved-to (renamed in); with `created`, also new links (a store publishing a

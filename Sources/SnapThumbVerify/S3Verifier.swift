@@ -1,7 +1,10 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
+import SnapThumbS3
 import SnapThumbVerify
 import VipsKit
+import SystemKit
 
 /// `snapthumb verify s3://BUCKET/PREFIX`: the directory verifier's checks on a
 /// bucket. Lists the prefix, re-hashes every blob, validates every manifest

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// Batches commits from many workers: a worker writes its upload's blobs
 /// (`Store.stage`, on its own thread: creating files is CPU work, and it

@@ -1,5 +1,7 @@
 import Foundation
+import SnapThumbCore
 import VipsKit
+import SystemKit
 
 /// Takes processed uploads and reports each one once it is durably published,
 /// so that the caller can go on with its next image meanwhile (`GroupCommitter`

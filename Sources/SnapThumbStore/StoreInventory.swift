@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbCore
 import VipsKit
+import SystemKit
 
 /// One object of a store, as a listing shows it.
 public struct StoreEntry: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 import Logging
 
 /// How log lines are written: `text` for people, `json` (one object per line) for log shippers.

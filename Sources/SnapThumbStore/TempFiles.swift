@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbCore
 import VipsKit
+import SystemKit
 
 /// SnapThumb's own temporary names, `.tmp-<pid>-<n>-<name>` (see `Durable.tempPath`),
 /// and the clean-up of the ones a dead process left. Only names of exactly this

@@ -4,7 +4,9 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import SnapThumbCore
 import VipsKit
+import SystemKit
 
 /// Reading inputs.
 public enum InputFile {
@@ -252,3 +254,10 @@ public enum FileOps {
 
 /// Wall-clock seconds since 1970 (compared with file mtimes).
 public func wallNow() -> Double { Date().timeIntervalSince1970 }
+
+extension Pipeline {
+    /// Reads `path` (refusing files over the input limit before reading them) and processes it.
+    public func process(file path: String, key: String, onImage: @escaping (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
+        try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
+    }
+}

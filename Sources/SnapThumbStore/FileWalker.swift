@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import SnapThumbCore
 import VipsKit
+import SystemKit
 
 /// Lists the regular files under a directory without following symbolic links.
 public enum FileWalker {
@@ -30,7 +31,7 @@ public enum FileWalker {
         }
 
         /// Reads the file (see `InputFile.read`).
-        func read(limit: Int) throws -> SourceBuffer {
+        public func read(limit: Int) throws -> SourceBuffer {
             if let rawPath { return try InputFile.read(bytes: rawPath, display: path, limit: limit) }
             return try InputFile.read(path, limit: limit)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// The blobs a process knows a store holds (listed, written by it, or told by
 /// its parent), so that each is written once: a bucket store asks nothing before

@@ -1,12 +1,5 @@
 import Foundation
-
-/// What to do when an upload's key already has a manifest made from different source bytes.
-public enum ConflictPolicy: String, Sendable, Codable, CaseIterable {
-    /// Refuse the new upload (failure code `conflict`); the published manifest stays.
-    case refuse
-    /// Publish the new content over the old manifest (both digests are logged).
-    case replace
-}
+import SnapThumbCore
 
 /// How a publish ended.
 public enum PublishOutcome: Sendable, Equatable {

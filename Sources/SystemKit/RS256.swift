@@ -1,5 +1,5 @@
 import Foundation
-internal import CSnapShim
+internal import CSystemShim
 
 /// RS256 (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 section 3.3) from OpenSSL: the
 /// signature of the JWT that Google's OAuth endpoint exchanges for an access token.

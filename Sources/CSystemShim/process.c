@@ -1,6 +1,6 @@
 /* The process: syncfs, CPU affinity, malloc settings, parent-death signal, rename without replace. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "systemshim.h"
 
 #include <stdlib.h>
 #include <malloc.h>

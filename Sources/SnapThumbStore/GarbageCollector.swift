@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// `snapthumb gc`: removes blobs that no manifest names and that are older than
 /// a grace period. Manifests are never touched.

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// The one config file every subcommand reads (`--config` or `SNAPTHUMB_CONFIG`): JSON with a
 /// section per concern. Every field is optional; an unknown section or setting is an error.

@@ -1,5 +1,5 @@
 import Foundation
-internal import CSnapShim
+internal import CSystemShim
 
 /// HMAC-SHA256 (RFC 2104) from OpenSSL: the primitive of AWS Signature Version 4.
 public enum HMACSHA256 {

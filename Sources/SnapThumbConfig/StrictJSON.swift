@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// A strict JSON syntax check for config files (RFC 8259, plus no duplicate keys).
 /// Foundation's parsers are lenient about some of this, and the last of two

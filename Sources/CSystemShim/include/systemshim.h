@@ -1,0 +1,57 @@
+/*
+ * systemshim: the C that SnapThumb writes for the system below the image
+ * libraries: OpenSSL's digests and RS256 (libssl-dev), and the few Linux calls
+ * Swift's Glibc does not export or whose arguments are built by macros (syncfs,
+ * renameat2, prctl, mallopt, CPU affinity). Functions that can fail return 0 on
+ * success and -1 (with errno, where the call sets it) on failure.
+ */
+#ifndef SYSTEMSHIM_H
+#define SYSTEMSHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ==== OpenSSL digests (digest.c): content addresses, request signing, checksum headers, JWT signatures ==== */
+
+/* SHA-256 via OpenSSL's libcrypto (libssl-dev). */
+void snap_sha256(const void *data, size_t len, unsigned char out[32]);
+/* HMAC-SHA256 of data under key. */
+void snap_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char out[32]);
+
+/* MD5 of data (only for Content-MD5 headers, never for addressing). */
+void snap_md5(const void *data, size_t len, unsigned char out[16]);
+
+/* RS256 (RSASSA-PKCS1-v1_5 with SHA-256) of data under an RSA private key given as
+ * PEM text (PKCS#8 "PRIVATE KEY", as in Google service-account key files, or PKCS#1
+ * "RSA PRIVATE KEY"; never an encrypted one). sig has room for *sig_len bytes and
+ * gets the signature's length there. 0 on success; -1 when pem holds no usable
+ * RSA private key; -2 when signing fails or the signature does not fit. */
+int snap_rs256_sign(const char *pem, size_t pem_len, const void *data, size_t len, unsigned char *sig, size_t *sig_len);
+
+/* ==== The process (process.c) ==== */
+
+/* mallopt(M_MMAP_THRESHOLD) and (M_TRIM_THRESHOLD): a fixed threshold also stops glibc raising it. */
+void snap_fix_mmap_threshold(int bytes, int trim);
+/* Ask the kernel to SIGKILL this process when its parent dies (prctl
+ * PR_SET_PDEATHSIG); returns 1 if the parent is already gone. */
+int snap_die_with_parent(void);
+/* rename(2) that never replaces an existing `to`: renameat2(RENAME_NOREPLACE), or,
+ * where the file system does not support it (NFS), a check for `to` then rename.
+ * 0, or -1 with errno (EEXIST when `to` exists). */
+int snap_rename_noreplace(const char *from, const char *to);
+/* Swaps two paths in one step, renameat2(RENAME_EXCHANGE): both exist before and after
+ * (a directory and a file may trade places). 0, or -1 with errno (EINVAL where the file
+ * system cannot, ENOSYS without renameat2). */
+int snap_rename_exchange(const char *a, const char *b);
+/* Makes the kernel's OOM killer pick this process first (oom_score_adj 1000). */
+void snap_oom_first(void);
+/* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
+int snap_syncfs(int fd);
+/* sched_getaffinity / sched_setaffinity(2) for one thread (tid 0: the caller),
+ * with the CPU set as a plain array of `count` flags (cpu_set_t is built by macros
+ * that Swift does not import). get returns the number of CPUs written, or -1;
+ * set returns 0 or -1, with errno set. */
+int snap_get_affinity(int tid, unsigned char *cpus, int count);
+int snap_set_affinity(int tid, const unsigned char *cpus, int count);
+
+#endif

@@ -1,0 +1,64 @@
+import Foundation
+import Logging
+import SnapThumbCore
+
+/// A kind of store named by a URL scheme (`s3://`): the bucket store plugs in
+/// here, so that opening a store from a string is the store layer's job and the
+/// store layer knows no bucket.
+public protocol StoreScheme: Sendable {
+    /// Whether `argument` names a store of this kind (its scheme matches).
+    func claims(_ argument: String) -> Bool
+    /// Throws a `config` error for a malformed argument of this kind.
+    func check(_ argument: String) throws
+    /// Opens the store, checking once that it can be reached (a `config` error
+    /// for a missing bucket or refused credentials, before anything is written).
+    func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend
+}
+
+/// What every store is opened with.
+public struct StoreOpenOptions: Sendable {
+    public var onConflict: ConflictPolicy
+    /// A bucket that does not honour create-only writes is used anyway (see `S3Store.open`).
+    public var allowUnconditionalWrites: Bool
+    public var logger: Logger
+    /// The settings a bucket reads (`AWS_*`), resolved by the configuration layer.
+    public var environment: [String: String]
+
+    public init(onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
+                logger: Logger = Logger(label: "snapthumb.store"), environment: [String: String] = [:]) {
+        self.onConflict = onConflict
+        self.allowUnconditionalWrites = allowUnconditionalWrites
+        self.logger = logger
+        self.environment = environment
+    }
+}
+
+/// A `--store` (or source) argument: a directory path, or a URL of one of the
+/// `schemes` given (the CLI gives the bucket's).
+public enum StoreLocation {
+    /// Throws a `config` error for anything that is neither a directory path nor a
+    /// URL of a known scheme: another scheme (`gs://`, `http://`) or a malformed URL
+    /// would otherwise be taken as a directory name and silently created.
+    public static func check(_ argument: String, schemes: [any StoreScheme]) throws {
+        if let scheme = schemes.first(where: { $0.claims(argument) }) {
+            try scheme.check(argument)
+            return
+        }
+        guard !argument.isEmpty else { throw SnapError(.config, "the store is an empty string") }
+        // Something that starts like a URL (`scheme:`) but is none we know.
+        let scheme = argument.prefix { $0 != ":" && $0 != "/" }
+        if argument.dropFirst(scheme.count).hasPrefix(":"), let first = scheme.first, first.isLetter,
+           scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
+            throw SnapError(.config, "\"\(RedactedURL.text(argument))\" is neither a directory path nor an s3://BUCKET/PREFIX URL (write ./\(RedactedURL.text(argument)) for a directory of that name)")
+        }
+    }
+
+    /// Opens a store: a directory (created if missing) or a store of one of `schemes`.
+    public static func open(_ argument: String, schemes: [any StoreScheme], options: StoreOpenOptions = StoreOpenOptions()) throws -> any StoreBackend {
+        try check(argument, schemes: schemes)
+        if let scheme = schemes.first(where: { $0.claims(argument) }) {
+            return try scheme.open(argument, options: options)
+        }
+        return try Store(root: argument, onConflict: options.onConflict)
+    }
+}
