@@ -55,9 +55,11 @@ public struct FileResult: Sendable {
     public var workerPeakRSSBytes: Int? = nil
 }
 
-/// Where the images are processed.
+/// Where the images are processed: either way through the same supervisor,
+/// worker loop and commit path (`ProcessPool`, `WorkerLoop`).
 public enum Isolation: Sendable, Equatable {
-    /// Worker threads in this process.
+    /// Worker loops on threads of this process (no process start; a crash on a
+    /// hostile file takes the whole run, and a late job cannot be stopped).
     case threads
     /// Long-lived worker processes (`<executable> worker …`): they scale with
     /// cores where threads in one libvips process do not, and a crash on a
@@ -151,7 +153,7 @@ public struct Backfill: Sendable {
     public let jobs: Int
     public let isolation: Isolation
     /// Faults a test injects (worker processes only); real runs have none.
-    public var faults: any RunFaults = NoFaults()
+    @_spi(Testing) public var faults: any RunFaults = NoFaults()
     /// Once this is set (by SIGINT/SIGTERM), no new file is started; files in
     /// flight finish and are committed.
     public let interruption: Interruption
@@ -207,15 +209,17 @@ public struct Backfill: Sendable {
             tally.record(result)
             onResult(result)
         }
+        // What the listing showed and what any worker writes reaches every worker.
+        let launch: WorkerLaunch
         switch isolation {
         case .threads:
-            runInProcess(files, finish: finish)
+            let loop = workerLoop
+            launch = .thread { input, output in loop.serve(input: input, output: output) }
         case .processes(let executable):
-            // What the listing showed and what any worker writes reaches every worker.
-            try ProcessPool(executable: executable, arguments: try workerArguments(), jobs: jobs, faults: faults, interruption: interruption,
-                            knownBlobs: store.knownBlobs?.all)
-                .run(files, finish: finish)
+            launch = .process(executable: executable, arguments: try workerArguments())
         }
+        try ProcessPool(launch: launch, jobs: jobs, faults: faults, interruption: interruption, knownBlobs: store.knownBlobs?.all)
+            .run(files, finish: finish)
         ticker.stop()
         onProgress(tally.progress(total: files.count, since: start))
 
@@ -226,72 +230,14 @@ public struct Backfill: Sendable {
         return summary
     }
 
-    /// `worker` arguments that give a child process exactly this pipeline and store.
-    /// Each worker commits its own batches, and a syncfs flushes the whole
-    /// filesystem: with `jobs` committers each gathers a batch for `jobs` times the
-    /// usual delay, so that the run as a whole still syncs about once per delay
-    /// rather than `jobs` times as often (workers never wait for their commits).
-    /// The one place a worker's command line is made (`consume` runs its workers with it too).
-    public func workerArguments() throws -> [String] {
-        let settings = String(decoding: try JSONEncoder().encode(pipeline.settings), as: UTF8.self)
-        var arguments = ["worker", "--store", store.workerArgument, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings, "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(jobs))]
-        if let sources = reader.workerArgument { arguments += ["--sources", sources] }
-        return arguments
+    /// The `worker` command line that gives a child process exactly this pipeline,
+    /// store and source reader (`WorkerCommandLine`, the one place it is made).
+    public func workerArguments(isolated: Bool = false) throws -> [String] {
+        try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: reader, jobs: jobs, isolated: isolated)
     }
 
-    /// Worker threads here, one group committer.
-    func runInProcess(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) {
-        let committer: any UploadCommitter<(FileWalker.Entry, Double)> = store.makeCommitter(maxDelay: defaultGroupCommitDelay) { tag, upload, error in
-            finish(FileResult(entry: tag.0, outcome: error.map(FileOutcome.failed) ?? .processed(VariantBrief.of(upload.manifest)), milliseconds: tag.1))
-        }
-        WorkerPool.run(count: files.count, jobs: jobs, stop: { [interruption] in interruption.signal != nil }) { index in
-            let entry = files[index]
-            let started = DispatchTime.now().uptimeNanoseconds
-            let prepared = prepare(entry)
-            let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-            switch prepared {
-            case .ready(let upload, _): committer.submit(upload, tag: (entry, ms))
-            case .done(let outcome): finish(FileResult(entry: entry, outcome: outcome, milliseconds: ms))
-            }
-        }
-        committer.finish()
-    }
-
-    enum Prepared {
-        /// Processed, waiting to be committed; `replacing` is the source digest of
-        /// another upload's manifest that the publish will replace (`--on-conflict replace`).
-        case ready(ProcessedUpload, replacing: String?)
-        /// Skipped or failed.
-        case done(FileOutcome)
-    }
-
-    /// One file: skip it if it is already done with this recipe, else process it.
-    func prepare(_ entry: FileWalker.Entry) -> Prepared {
-        do {
-            let key = entry.relativePath
-            // A local name that is not UTF-8 is read by its bytes; everything else through the source reader.
-            let limit = pipeline.settings.limits.maxInputBytes
-            let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
-            let digest = "sha256:" + source.sha256Hex
-            var replacing: String?
-            if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
-                if existing.source.digest == digest, existing.source.bytes == source.count,
-                   existing.recipe.digest == pipeline.recipe.digest {
-                    return .done(.skipped)
-                }
-                // Refused before any work; the publish checks again (another run may race).
-                if existing.source.digest != digest, store.onConflict == .refuse {
-                    return .done(.failed(KeyConflict.conflict(key: key, existing: existing.source.digest, new: digest)))
-                }
-                if existing.source.digest != digest { replacing = existing.source.digest }
-            }
-            return .ready(try pipeline.process(source, key: key, sourceDigest: digest), replacing: replacing)
-        } catch let error as SnapError {
-            return .done(.failed(error))
-        } catch {
-            return .done(.failed(SnapError(.internal, "\(error)")))
-        }
-    }
+    /// The worker loop that runs this backfill's jobs (in a `worker` process, or on a thread here).
+    public var workerLoop: WorkerLoop { WorkerLoop(pipeline: pipeline, store: store, reader: reader) }
 }
 
 /// Shared counters of a run.

@@ -2,45 +2,6 @@ import Foundation
 import SnapThumbCore
 import SnapThumbStore
 
-/// The line protocol between a backfill and its `snapthumb worker` processes:
-/// one JSON object per line each way (written and read by `WorkerLine`).
-enum WorkerProtocol {
-    struct Job: Codable, Equatable {
-        /// Index of the file in the run.
-        var i: Int
-        var path: String
-        var key: String
-        var size: Int
-        /// The store's listing showed no manifest for this key.
-        var absent: Bool?
-        /// The path byte for byte, only when it is not UTF-8 (`path` is then escaped).
-        var raw: [UInt8]? = nil
-        /// Blobs the store holds that this worker has not been told of yet (a
-        /// bucket's listing, other workers' writes): it does not write them again.
-        var blobs: [String]? = nil
-    }
-
-    struct Reply: Codable, Equatable {
-        var i: Int
-        /// `staged` (processed, being committed: another answer follows), then
-        /// `processed`; or `skipped` or `failed`.
-        var outcome: String
-        var ms: Double
-        var code: ErrorCode?
-        var message: String?
-        /// The published upload's variants (processed only).
-        var variants: [String: VariantBrief]?
-        /// The worker's peak RSS so far, in bytes (for `bench`).
-        var rss: Int?
-        /// The source's digest (processed only).
-        var digest: String?
-        /// The source digest of another upload's manifest that this publish replaced.
-        var replaced: String?
-        /// The blobs the store now holds for this upload (processed, bucket stores only).
-        var blobs: [String]? = nil
-    }
-}
-
 /// The one job runner: runs jobs through `jobs` long-lived `snapthumb worker`
 /// processes, which publish through their group commit. Backfill and bench feed it
 /// a file list; the watch daemon feeds it claims as uploads arrive (a source
@@ -57,8 +18,8 @@ enum WorkerProtocol {
 /// jobs that worker held are simply dealt again. ``stop(drainDeadline:)`` ends a
 /// run gracefully. Every job taken from the source is reported exactly once.
 public final class ProcessPool: @unchecked Sendable {
-    public let executable: String
-    public let arguments: [String]
+    /// How a worker is started: a process, or a loop on a thread of this one.
+    public let launch: WorkerLaunch
     public let jobs: Int
     /// Jobs sent ahead to one worker that it has not processed yet: enough to
     /// cover a round trip through this process. (Counting jobs waiting for the
@@ -105,14 +66,26 @@ public final class ProcessPool: @unchecked Sendable {
     /// worker that has one to process while another has none (see `take`).
     private var unprocessedBySupervisor: [Int?] = []
 
-    public init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
-                loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults(), interruption: Interruption = Interruption(),
-                knownBlobs: [String]? = nil) {
+    public convenience init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
+                            loneCrashRetries: Int = 1, interruption: Interruption = Interruption(), knownBlobs: [String]? = nil) {
+        self.init(launch: .process(executable: executable, arguments: arguments), jobs: jobs, window: window, deadline: deadline,
+                  loneCrashRetries: loneCrashRetries, interruption: interruption, knownBlobs: knownBlobs)
+    }
+
+    public convenience init(launch: WorkerLaunch, jobs: Int, window: Int = 8, deadline: Double? = nil,
+                            loneCrashRetries: Int = 1, interruption: Interruption = Interruption(), knownBlobs: [String]? = nil) {
+        self.init(launch: launch, jobs: jobs, window: window, deadline: deadline, loneCrashRetries: loneCrashRetries,
+                  faults: NoFaults(), interruption: interruption, knownBlobs: knownBlobs)
+    }
+
+    /// With faults injected by a test (`SnapThumbTesting`).
+    @_spi(Testing) public init(launch: WorkerLaunch, jobs: Int, window: Int = 8, deadline: Double? = nil,
+                               loneCrashRetries: Int = 1, faults: any RunFaults, interruption: Interruption = Interruption(),
+                               knownBlobs: [String]? = nil) {
         self.faults = faults
         ledger = knownBlobs.map(BlobLedger.init)
         self.interruption = interruption
-        self.executable = executable
-        self.arguments = arguments
+        self.launch = launch
         self.jobs = max(1, jobs)
         self.window = max(1, window)
         self.deadline = deadline.map { max(0, $0) }
@@ -157,7 +130,7 @@ public final class ProcessPool: @unchecked Sendable {
         let unfinished = !sourceEnded && !isStopping
         lock.unlock()
         for item in left { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
-        if unfinished { throw SnapError(.internal, "cannot start a worker process (\(executable))") }
+        if unfinished { throw SnapError(.internal, "cannot start a worker process (\(launch))") }
     }
 
     /// Stops the run: no job is taken any more; jobs in flight finish. After
@@ -277,26 +250,26 @@ public final class ProcessPool: @unchecked Sendable {
     }
 
     private func runWorker(_ slot: Int, _ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        let pid = process.processIdentifier
+        let worker = try launch.start()
+        // A thread cannot be killed: it is given no pid, and only a process's jobs can end as late or crashed.
+        let pid = worker.pid
         lock.lock()
         unprocessedBySupervisor[slot] = 0
-        workers.insert(pid)
-        if drainExpired { kill(pid, SIGKILL) }
+        if let pid {
+            workers.insert(pid)
+            if drainExpired { kill(pid, SIGKILL) }
+        }
         lock.unlock()
         defer {
-            lock.lock()
-            workers.remove(pid)
-            lock.unlock()
+            if let pid {
+                lock.lock()
+                workers.remove(pid)
+                lock.unlock()
+            }
         }
-        let writer = input.fileHandleForWriting
-        let reader = LineReader(output.fileHandleForReading)
+        let input = worker.input, output = worker.output
+        let writer = input
+        let reader = LineReader(output)
         var inFlight: [Int: Item] = [:]
         /// Sent and not yet processed, in the order the worker takes them.
         var unprocessed: [Int] = []
@@ -318,7 +291,7 @@ public final class ProcessPool: @unchecked Sendable {
             guard let head = unprocessed.first else { clock = nil; return }
             if clock?.index != head {
                 clock = (head, DispatchTime.now().uptimeNanoseconds)
-                if let item = inFlight[head] { faults.began(key: item.entry.relativePath, inWorker: pid) }
+                if let item = inFlight[head] { faults.began(key: item.entry.relativePath, inWorker: pid ?? 0) }
             }
         }
 
@@ -359,7 +332,7 @@ public final class ProcessPool: @unchecked Sendable {
                 do { try writer.write(contentsOf: line) } catch { ending = .died; break work }
                 unprocessed.append(item.index)
                 startClock()
-                faults.dispatched(key: entry.relativePath, toWorker: pid)
+                faults.dispatched(key: entry.relativePath, toWorker: pid ?? 0)
                 if item.attempts > 0 { break }
             }
             if inFlight.isEmpty {
@@ -394,13 +367,12 @@ public final class ProcessPool: @unchecked Sendable {
 
         try? writer.close()
         if case .drained = ending {
-            process.waitUntilExit()
+            worker.wait()
             return
         }
-        kill(pid, SIGKILL)
-        process.waitUntilExit()
-        let status = process.terminationStatus
-        let how = process.terminationReason == .uncaughtSignal ? "signal \(status)" : "exit status \(status)"
+        worker.kill()
+        worker.wait()
+        let status = worker.status
         var held = order.compactMap { inFlight[$0] }
         lock.lock()
         if drainExpired {
@@ -423,13 +395,13 @@ public final class ProcessPool: @unchecked Sendable {
             finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000, attempts: late.attempts + 1))
             return
         }
-        if process.terminationReason == .exit {
+        if status.exited {
             // It exited on its own (it could not open its store, say): no evidence
             // against its jobs, which fail as I/O errors (transient for watch).
             outstanding -= held.count
             lock.broadcast()
             lock.unlock()
-            let reason = SnapError(.io, "the worker process exited with status \(status) before answering (see its message on stderr)")
+            let reason = SnapError(.io, "the worker \(status) before answering (see its message on stderr)")
             for item in held { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1)) }
             return
         }
@@ -443,8 +415,8 @@ public final class ProcessPool: @unchecked Sendable {
         lock.unlock()
         for item in crashed {
             let reason = SnapError(.poison, item.attempts > 0
-                ? "a worker process died on this file (alone, after \(item.attempts) earlier crash\(item.attempts == 1 ? "" : "es"); \(how))"
-                : "a worker process died on this file (alone; \(how))")
+                ? "a worker process died on this file (alone, after \(item.attempts) earlier crash\(item.attempts == 1 ? "" : "es"); \(status))"
+                : "a worker process died on this file (alone; \(status))")
             finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0, attempts: item.attempts + 1))
         }
     }
@@ -466,153 +438,3 @@ extension ProcessPool {
     }
 }
 
-/// The blobs a run's store holds, as its workers learn them: the parent's
-/// listing, then what each worker reports having stored. Each worker is told,
-/// with its next job, what it has not been told yet, so that a blob is PUT once
-/// per run rather than once per worker (a worker otherwise starts knowing nothing).
-final class BlobLedger: @unchecked Sendable {
-    private let lock = NSLock()
-    private var names: [String] = []
-    private var seen: Set<String> = []
-
-    init(_ initial: [String]) { add(initial) }
-
-    func add(_ new: [String]) {
-        lock.lock()
-        for name in new where seen.insert(name).inserted { names.append(name) }
-        lock.unlock()
-    }
-
-    /// The names added since `cursor`, and the cursor to ask with next time.
-    func since(_ cursor: Int) -> ([String], Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        return (cursor < names.count ? Array(names[cursor...]) : [], names.count)
-    }
-}
-
-/// Reads newline-terminated lines from a pipe.
-final class LineReader {
-    private let handle: FileHandle
-    private var buffer: [UInt8] = []
-    /// Where the next line starts: lines are sliced off without copying the rest
-    /// of the buffer each time (a full window of replies arrives in one read).
-    private var start = 0
-    /// Where to look for the next newline: everything before it was searched.
-    private var searched = 0
-
-    init(_ handle: FileHandle) { self.handle = handle }
-
-    /// The next line; `beforeBlocking` runs when none is buffered and none is
-    /// waiting in the pipe either, before waiting for one.
-    func next(beforeBlocking: () -> Void = {}) -> Data? {
-        while true {
-            if let line = bufferedLine() { return line }
-            // The buffer being empty is not enough: the writer usually has the next
-            // line in the pipe already (checking only the buffer made the worker's
-            // committer sync once per snap).
-            if !Self.readable(handle.fileDescriptor) { beforeBlocking() }
-            if !fill() { return nil }
-        }
-    }
-
-    enum Read {
-        case line(Data)
-        case end
-        /// Nothing arrived before the deadline.
-        case timedOut
-    }
-
-    /// The next line, waiting until `deadline` (uptime nanoseconds; nil: for ever).
-    func next(until deadline: UInt64?) -> Read {
-        while true {
-            if let line = bufferedLine() { return .line(line) }
-            if let deadline {
-                let now = DispatchTime.now().uptimeNanoseconds
-                if now >= deadline { return .timedOut }
-                let milliseconds = Int32(clamping: (deadline - now + 999_999) / 1_000_000)
-                if !Self.readable(handle.fileDescriptor, waitingMilliseconds: milliseconds) { continue }
-            }
-            if !fill() { return .end }
-        }
-    }
-
-    /// A complete line already read, if there is one.
-    private func bufferedLine() -> Data? {
-        guard let newline = buffer[searched...].firstIndex(of: 0x0A) else {
-            searched = buffer.count
-            return nil
-        }
-        let line = Data(buffer[start..<newline])
-        start = newline + 1
-        if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
-        searched = start
-        return line
-    }
-
-    /// Reads what the pipe has (waiting for something); false at end of file.
-    private func fill() -> Bool {
-        let chunk = handle.availableData
-        if chunk.isEmpty { return false }
-        if start > 0 { buffer.removeFirst(start); searched -= start; start = 0 }
-        buffer.append(contentsOf: chunk)
-        return true
-    }
-
-    /// Whether a read from `fd` would return at once (data, end of file or an error).
-    private static func readable(_ fd: Int32, waitingMilliseconds timeout: Int32 = 0) -> Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&entry, 1, timeout) > 0
-    }
-}
-
-extension Backfill {
-    /// The worker side: reads jobs from `input`, answers on `output`, until input ends.
-    /// - Parameter commitDelay: how long the group commit gathers a batch (seconds).
-    public func serveWorker(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = defaultGroupCommitDelay) {
-        let outputLock = NSLock()
-        @Sendable func reply(_ r: WorkerProtocol.Reply) {
-            var r = r
-            r.rss = ResourceUsage.ownPeakRSSBytes
-            outputLock.lock()
-            defer { outputLock.unlock() }
-            var line = Data(WorkerLine.encode(r))
-            line.append(0x0A)
-            try? output.write(contentsOf: line)
-        }
-        let committer: any UploadCommitter<(Int, Double, String?)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
-            if let error {
-                reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
-            } else {
-                reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest),
-                            digest: upload.manifest.source.digest, replaced: tag.2,
-                            blobs: store.knownBlobs != nil ? upload.blobs.map(\.hex) : nil))
-            }
-        }
-        let reader = LineReader(input)
-        // With no job waiting, nothing more can join the committer's batch: let it
-        // commit now rather than wait for company (at the end of a run, the
-        // parent's next files may wait for exactly these commits).
-        while let line = reader.next(beforeBlocking: { committer.flush() }) {
-            guard let job = WorkerLine.job(line) else { continue }
-            if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
-            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
-                                         manifestAbsent: job.absent ?? false, rawPath: job.raw)
-            let started = DispatchTime.now().uptimeNanoseconds
-            let prepared = prepare(entry)
-            let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-            switch prepared {
-            case .ready(let upload, let replacing):
-                committer.submit(upload, tag: (job.i, ms, replacing))
-                reply(.init(i: job.i, outcome: "staged", ms: ms, code: nil, message: nil, variants: nil))
-            case .done(.skipped):
-                reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil))
-            case .done(.failed(let error)):
-                reply(.init(i: job.i, outcome: "failed", ms: ms, code: error.code, message: error.message, variants: nil))
-            case .done(.processed(let variants)):
-                reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, variants: variants))
-            }
-        }
-        committer.finish()
-    }
-}

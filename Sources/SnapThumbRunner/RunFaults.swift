@@ -2,7 +2,7 @@
 /// swift-service-lifecycle's test kit injects its shutdown trigger: production
 /// runs use ``NoFaults``, and a test passes its own plan (SnapThumbTesting has some).
 /// Nothing here reads the environment or looks at file names.
-public protocol RunFaults: Sendable {
+@_spi(Testing) public protocol RunFaults: Sendable {
     /// A job for `key` was just written to worker process `workerPID`.
     func dispatched(key: String, toWorker workerPID: Int32)
     /// Worker process `workerPID` has just finished everything sent before the job for
@@ -12,13 +12,13 @@ public protocol RunFaults: Sendable {
     func inotifyBatchOverflows() -> Bool
 }
 
-extension RunFaults {
+@_spi(Testing) extension RunFaults {
     public func dispatched(key: String, toWorker workerPID: Int32) {}
     public func began(key: String, inWorker workerPID: Int32) {}
     public func inotifyBatchOverflows() -> Bool { false }
 }
 
 /// No faults: what every real run uses.
-public struct NoFaults: RunFaults {
+@_spi(Testing) public struct NoFaults: RunFaults {
     public init() {}
 }

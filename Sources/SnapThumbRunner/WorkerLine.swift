@@ -2,6 +2,45 @@ import Foundation
 import SnapThumbCore
 import SnapThumbStore
 
+/// The line protocol between a backfill and its `snapthumb worker` processes:
+/// one JSON object per line each way (written and read by `WorkerLine`).
+enum WorkerProtocol {
+    struct Job: Codable, Equatable {
+        /// Index of the file in the run.
+        var i: Int
+        var path: String
+        var key: String
+        var size: Int
+        /// The store's listing showed no manifest for this key.
+        var absent: Bool?
+        /// The path byte for byte, only when it is not UTF-8 (`path` is then escaped).
+        var raw: [UInt8]? = nil
+        /// Blobs the store holds that this worker has not been told of yet (a
+        /// bucket's listing, other workers' writes): it does not write them again.
+        var blobs: [String]? = nil
+    }
+
+    struct Reply: Codable, Equatable {
+        var i: Int
+        /// `staged` (processed, being committed: another answer follows), then
+        /// `processed`; or `skipped` or `failed`.
+        var outcome: String
+        var ms: Double
+        var code: ErrorCode?
+        var message: String?
+        /// The published upload's variants (processed only).
+        var variants: [String: VariantBrief]?
+        /// The worker's peak RSS so far, in bytes (for `bench`).
+        var rss: Int?
+        /// The source's digest (processed only).
+        var digest: String?
+        /// The source digest of another upload's manifest that this publish replaced.
+        var replaced: String?
+        /// The blobs the store now holds for this upload (processed, bucket stores only).
+        var blobs: [String]? = nil
+    }
+}
+
 /// The worker protocol's lines, written and read directly. Each job and each
 /// answer crossed JSONEncoder and JSONDecoder on both sides of the pipe, about 5 %
 /// of a worker's CPU per image; these few fixed shapes need neither. The lines

@@ -112,19 +112,17 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             condition.unlock()
 
             // This sync makes the batch's blobs and temp manifests durable, and the
-            // previous batch's renames.
-            let failure = store.syncFilesystem()
-            for item in unconfirmed { completion(item.tag, item.upload, item.result ?? failure) }
-            unconfirmed = []
-            if let failure {
-                for item in batch {
-                    store.discard(item.staged)
+            // previous batch's renames (which are reported only now).
+            let step = store.syncAndPlace(batch.map(\.staged))
+            for item in unconfirmed { completion(item.tag, item.upload, item.result ?? step.synced) }
+            unconfirmed = zip(batch, step.placed).compactMap { item, result in
+                if let failure = step.synced {
                     completion(item.tag, item.staged.upload, failure)
+                    return nil
                 }
-                continue
+                if case .failure(let error) = result { return (item.tag, item.staged.upload, error) }
+                return (item.tag, item.staged.upload, nil)
             }
-            let results = store.renameIntoPlace(batch.map(\.staged))
-            unconfirmed = zip(batch, results).map { ($0.tag, $0.staged.upload, $1) }
             renamedAt = Self.now()
         }
     }

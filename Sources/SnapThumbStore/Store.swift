@@ -52,24 +52,17 @@ public struct Store: Sendable {
         return try? Manifest.decode(Data(bytes))
     }
 
-    /// Stores the blobs, then publishes the manifest. On failure (a `conflict`
-    /// too), the blobs this call created are removed again, so a failed upload
-    /// leaves nothing behind.
+    /// Stores the blobs, then publishes the manifest, durably: `stage`, then the
+    /// one durable sequence (`syncAndPlace`), then a sync that makes the publish
+    /// itself durable. A failed publish (a `conflict` too) leaves its blobs, which
+    /// are harmless unreferenced (`gc` removes them) and may be shared.
     @discardableResult
     public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
-        try StoreKey.validate(upload.manifest.key)
-        let created = try putAll(upload.blobs, sync: true)
-        do {
-            let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true)
-            let temp = directory.tempName(for: name)
-            try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: true)
-            let outcome = try place(temp, as: name, in: directory, upload.manifest)
-            try directory.sync()
-            return outcome
-        } catch {
-            for (blobDirectory, blobName) in created { blobDirectory.unlink(blobName) }
-            throw error
-        }
+        let step = syncAndPlace([try stage(upload)])
+        if let failure = step.synced { throw failure }
+        let outcome = try step.placed[0].get()
+        if let failure = syncFilesystem() { throw failure }
+        return outcome
     }
 
     /// Moves a complete temp manifest to `name` without ever replacing a manifest
@@ -123,37 +116,44 @@ public struct Store: Sendable {
         return Staged(upload: upload, directory: directory, manifestName: name, manifestTemp: temp)
     }
 
-    /// Publishes staged uploads with two filesystem syncs in all instead of
-    /// about eight fsyncs each: the filesystem is synced (every staged blob and
-    /// manifest is then durable), every manifest is renamed into place, and it is
-    /// synced again. A manifest is only ever visible once its blobs are durable.
-    /// - Returns: one result per upload, in order; nil means committed.
-    public func publishBatch(_ staged: [Staged]) -> [SnapError?] {
+    /// The durable write order, in one place (`commit`, `publishBatch` and the
+    /// group committer all go through it): one filesystem sync makes every staged
+    /// blob and temp manifest durable, and any renames made before it; only then is
+    /// each manifest put in place (link, or rename when `KeyConflict` says so). Those
+    /// renames are durable after the next sync. A manifest is therefore only ever
+    /// visible once its blobs are durable. When the sync fails, nothing is placed and
+    /// the temp manifests are removed.
+    /// - Returns: the sync's failure, or one result per upload, in order.
+    public func syncAndPlace(_ staged: [Staged]) -> (synced: SnapError?, placed: [Result<PublishOutcome, SnapError>]) {
         if let failure = syncFilesystem() {
             for item in staged { discard(item) }
-            return staged.map { _ in failure }
+            return (failure, staged.map { _ in .failure(failure) })
         }
-        let results = renameIntoPlace(staged)
+        return (nil, staged.map { item in
+            do {
+                return .success(try place(item.manifestTemp, as: item.manifestName, in: item.directory, item.upload.manifest))
+            } catch {
+                return .failure(error as? SnapError ?? SnapError(.io, "\(error)"))
+            }
+        })
+    }
+
+    /// Publishes staged uploads with two filesystem syncs in all instead of
+    /// about eight fsyncs each (`syncAndPlace`, then the sync that makes the renames durable).
+    /// - Returns: one result per upload, in order; nil means committed.
+    public func publishBatch(_ staged: [Staged]) -> [SnapError?] {
+        let step = syncAndPlace(staged)
+        if let failure = step.synced { return staged.map { _ in failure } }
+        let results = step.placed.map { result -> SnapError? in
+            if case .failure(let error) = result { return error }
+            return nil
+        }
         if let failure = syncFilesystem() {
             // The renames may or may not be durable: report failure, leave the
             // files (each one is complete and points at durable blobs).
             return results.map { $0 ?? failure }
         }
         return results
-    }
-
-    /// Renames staged manifests into place. Call only after a sync that made
-    /// their blobs and temp files durable; the renames themselves are durable
-    /// after the next one. Returns one result per upload, in order.
-    public func renameIntoPlace(_ staged: [Staged]) -> [SnapError?] {
-        staged.map { item in
-            do {
-                _ = try place(item.manifestTemp, as: item.manifestName, in: item.directory, item.upload.manifest)
-                return nil
-            } catch {
-                return error as? SnapError ?? SnapError(.io, "\(error)")
-            }
-        }
     }
 
     /// Removes a staged upload's temporary manifest (its blobs stay: see `stage`).
@@ -182,21 +182,6 @@ public struct Store: Sendable {
         }
         for (position, result) in zip(positions, publishBatch(staged)) { results[position] = result }
         return results
-    }
-
-    /// Writes blobs, removing the ones it created if any fails. Returns the created ones.
-    private func putAll(_ blobs: [Blob], sync: Bool) throws -> [(StoreDirectory, String)] {
-        var created: [(StoreDirectory, String)] = []
-        do {
-            for blob in blobs {
-                let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: sync)
-                if try put(blob, in: directory, as: name, sync: sync) { created.append((directory, name)) }
-            }
-        } catch {
-            for (directory, name) in created { directory.unlink(name) }
-            throw error
-        }
-        return created
     }
 
     /// Writes one blob unless it is already there. Returns true if this call created it.

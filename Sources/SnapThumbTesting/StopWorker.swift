@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import SnapThumbRunner
+@_spi(Testing) import SnapThumbRunner
 
 /// A fault plan: the worker process that begins a file whose key ends with `suffix` is
 /// stopped (SIGSTOP) and never continues, like an image that never finishes. It stops

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import SnapThumbRunner
+@_spi(Testing) import SnapThumbRunner
 
 /// A fault plan for runs with worker processes: the worker that is handed a file
 /// whose key ends with `suffix` is killed at once with SIGKILL, as the OOM killer

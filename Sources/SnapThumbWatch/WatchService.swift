@@ -5,7 +5,7 @@ import Prometheus
 import ServiceLifecycle
 import SnapThumbCore
 import SnapThumbStore
-import SnapThumbRunner
+@_spi(Testing) import SnapThumbRunner
 
 /// `snapthumb watch` as a swift-service-lifecycle `Service`: it runs until graceful
 /// shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the
@@ -36,11 +36,17 @@ public final class WatchService: Service, @unchecked Sendable {
     ///   - store: the opened store, or nil for the directory `config.store`.
     ///   - workerExecutable: the `snapthumb` binary whose `worker` subcommand runs isolated
     ///     jobs (nil: this process's own executable).
-    ///   - faults: faults a test injects into isolated jobs; real runs have none.
     ///   - notifier: systemd's notification socket (`ServiceNotifier(environment:)`); `.none` outside systemd.
-    public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger,
-                store: (any StoreBackend)? = nil, workerExecutable: String? = nil, faults: any RunFaults = NoFaults(),
-                notifier: ServiceNotifier = .none) {
+    public convenience init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger,
+                            store: (any StoreBackend)? = nil, workerExecutable: String? = nil, notifier: ServiceNotifier = .none) {
+        self.init(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
+                  workerExecutable: workerExecutable, faults: NoFaults(), notifier: notifier)
+    }
+
+    /// With faults a test injects into isolated jobs (`SnapThumbTesting`); real runs have none.
+    @_spi(Testing) public init(config: WatchConfiguration, pipeline: Pipeline, registry: PrometheusCollectorRegistry?, logger: Logger,
+                               store: (any StoreBackend)? = nil, workerExecutable: String? = nil, faults: any RunFaults,
+                               notifier: ServiceNotifier = .none) {
         self.workerExecutable = workerExecutable
             ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         self.faults = faults
@@ -123,7 +129,8 @@ public final class WatchService: Service, @unchecked Sendable {
         // The same runner as backfill: `jobs` worker processes, each publishing
         // through its group commit. Claims are taken only when a worker can start
         // them, and a window of 2 keeps a worker busy without holding uploads back.
-        let pool = ProcessPool(executable: workerExecutable, arguments: workerArguments(store: store), jobs: config.jobs,
+        let arguments = try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: nil, jobs: config.jobs, isolated: true)
+        let pool = ProcessPool(launch: .process(executable: workerExecutable, arguments: arguments), jobs: config.jobs,
                                window: 2, deadline: config.imageTimeout, loneCrashRetries: config.maxAttempts - 1, faults: faults)
         let source = ClaimSource(candidates: candidates, processor: processor)
         let workers = DispatchGroup()
@@ -240,14 +247,5 @@ public final class WatchService: Service, @unchecked Sendable {
                 continuation.resume()
             }
         }
-    }
-
-    /// `worker` arguments that give a child process this store and settings. As in
-    /// backfill, each of the `jobs` committers gathers a batch for `jobs` times the
-    /// usual delay, and commits at once whenever it has no job waiting.
-    private func workerArguments(store: any StoreBackend) -> [String] {
-        let settings = String(decoding: (try? JSONEncoder().encode(pipeline.settings)) ?? Data("{}".utf8), as: UTF8.self)
-        return ["worker", "--store", store.workerArgument, "--on-conflict", store.onConflict.rawValue, "--settings-json", settings,
-                "--commit-delay-ms", String(defaultGroupCommitDelay * 1000 * Double(config.jobs)), "--isolated"]
     }
 }

@@ -207,8 +207,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         config.imageTimeout = options.imageTimeout
         config.metricsFile = options.metricsFile
         config.metricsInterval = options.metricsInterval
-        let arguments = try Backfill(pipeline: pipeline, store: store, jobs: options.jobs, isolation: .processes(executable: selfExecutable),
-                                     reader: sources).workerArguments() + ["--isolated"]
+        let arguments = try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: sources, jobs: options.jobs, isolated: true)
         let service = ConsumeService(config: config, queue: queue, deadLetters: deadLetters,
                                      scope: scope, decode: decode, workerExecutable: selfExecutable, workerArguments: arguments, logger: logger,
                                      notifier: ServiceNotifier(environment: environment))

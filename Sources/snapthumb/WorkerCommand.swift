@@ -57,7 +57,7 @@ struct WorkerCommand: ParsableCommand {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
-        Backfill(pipeline: pipeline, store: store, jobs: 1, reader: reader).serveWorker(commitDelay: max(0, commitDelayMs) / 1000)
+        WorkerLoop(pipeline: pipeline, store: store, reader: reader).serve(commitDelay: max(0, commitDelayMs) / 1000)
     }
 }
 
