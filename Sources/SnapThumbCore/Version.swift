@@ -8,6 +8,8 @@ import SystemKit
 public enum SnapThumbVersion {
     /// The semantic version (https://semver.org) of this source tree.
     public static let current = "0.9.0"
+    /// The libvips this process runs (for build-info metrics).
+    public static var libvips: String { Vips.version }
 
     /// The Swift compiler that built this binary.
     public static var swiftVersion: String {

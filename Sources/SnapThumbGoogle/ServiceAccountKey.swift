@@ -1,5 +1,4 @@
 import Foundation
-import VipsKit
 import SystemKit
 
 /// A service-account key file, as the Cloud console and `gcloud iam service-accounts keys

@@ -1,5 +1,4 @@
 import Foundation
-import VipsKit
 import SystemKit
 
 /// An object Cloud Storage says was written (`OBJECT_FINALIZE`): what to read, and

@@ -3,7 +3,6 @@ import Prometheus
 import SnapThumbCore
 import SnapThumbStore
 import Synchronization
-import VipsKit
 import SystemKit
 
 /// `consume`'s metrics, written as a Prometheus textfile for node_exporter exactly as
@@ -38,7 +37,7 @@ final class ConsumeMetrics: Sendable {
         registry.makeGauge(
             descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
                                              helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
-            labels: [("version", SnapThumbVersion.current), ("libvips", Vips.version)]).set(to: 1)
+            labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
         for code in ErrorCode.allCases where !code.isTransient && code != .config { _ = refusedCounter(code.rawValue) }
     }
 

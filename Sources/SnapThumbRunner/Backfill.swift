@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SnapThumbCore
 import SnapThumbStore
 import VipsKit
@@ -241,36 +242,31 @@ public struct Backfill: Sendable {
 }
 
 /// Shared counters of a run.
-private final class Tally: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = 0
-    private var result = BackfillSummary()
+private final class Tally: Sendable {
+    /// Files ended so far, and the totals.
+    private let state = Mutex((done: 0, result: BackfillSummary()))
 
     func record(_ r: FileResult) {
-        lock.lock()
-        defer { lock.unlock() }
-        done += 1
-        let entry = r.entry
-        switch r.outcome {
-        case .processed:
-            result.processed += 1
-            result.latencies.append(r.milliseconds)
-        case .skipped: result.skipped += 1
-        case .failed(let error):
-            result.failures.append(FailureRecord(file: entry.path, key: entry.relativePath, code: error.code, message: error.message))
+        state.withLock { state in
+            state.done += 1
+            let entry = r.entry
+            switch r.outcome {
+            case .processed:
+                state.result.processed += 1
+                state.result.latencies.append(r.milliseconds)
+            case .skipped: state.result.skipped += 1
+            case .failed(let error):
+                state.result.failures.append(FailureRecord(file: entry.path, key: entry.relativePath, code: error.code, message: error.message))
+            }
         }
     }
 
     func progress(total: Int, since start: Date) -> BackfillProgress {
-        lock.lock()
-        defer { lock.unlock() }
-        return BackfillProgress(done: done, total: total, failed: result.failures.count, skipped: result.skipped,
-                                seconds: Date().timeIntervalSince(start))
+        state.withLock { state in
+            BackfillProgress(done: state.done, total: total, failed: state.result.failures.count, skipped: state.result.skipped,
+                             seconds: Date().timeIntervalSince(start))
+        }
     }
 
-    var summary: BackfillSummary {
-        lock.lock()
-        defer { lock.unlock() }
-        return result
-    }
+    var summary: BackfillSummary { state.withLock { $0.result } }
 }

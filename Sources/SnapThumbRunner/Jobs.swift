@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SnapThumbCore
 import SnapThumbStore
 
@@ -24,26 +25,21 @@ public enum JobSourceItem: Sendable {
 }
 
 /// A fixed list of files, given out in order: a backfill's source.
-public final class FileList: JobSource, @unchecked Sendable {
-    private let lock = NSLock()
+public final class FileList: JobSource {
     private let files: [FileWalker.Entry]
-    private var cursor = 0
+    private let cursor = Mutex(0)
 
     public init(_ files: [FileWalker.Entry]) { self.files = files }
 
     public func next(waitingUpTo timeout: Double) -> JobSourceItem {
-        lock.lock()
-        defer { lock.unlock() }
-        guard cursor < files.count else { return .ended }
-        cursor += 1
-        return .job(files[cursor - 1])
+        cursor.withLock { cursor in
+            guard cursor < files.count else { return .ended }
+            cursor += 1
+            return .job(files[cursor - 1])
+        }
     }
 
-    public var remaining: Int? {
-        lock.lock()
-        defer { lock.unlock() }
-        return files.count - cursor
-    }
+    public var remaining: Int? { cursor.withLock { files.count - $0 } }
 }
 
 /// How one job given to a ``ProcessPool`` ended.

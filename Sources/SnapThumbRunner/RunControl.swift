@@ -1,26 +1,25 @@
 import Foundation
+import Synchronization
+import SystemKit
 import SnapThumbCore
 import SnapThumbStore
 
 /// Calls `tick` every `interval` seconds on its own thread until `stop()`.
-public final class Ticker: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var stopped = false
-    private var finished = false
+public final class Ticker: Sendable {
+    private let state = Monitor((stopped: false, finished: false))
 
     public init(interval: Double, name: String = "snapthumb-ticker", tick: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in
-            condition.lock()
-            while !stopped {
-                if !condition.wait(until: Date().addingTimeInterval(interval)), !stopped {
-                    condition.unlock()
-                    tick()
-                    condition.lock()
+        let state = self.state
+        let thread = Thread {
+            state.withLock { locked in
+                while !locked.state.stopped {
+                    if !locked.wait(seconds: interval), !locked.state.stopped {
+                        locked.unlocked { tick() }
+                    }
                 }
+                locked.state.finished = true
+                locked.broadcast()
             }
-            finished = true
-            condition.broadcast()
-            condition.unlock()
         }
         thread.name = name
         thread.start()
@@ -28,27 +27,24 @@ public final class Ticker: @unchecked Sendable {
 
     /// Stops ticking; returns once no tick is running.
     public func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        while !finished { condition.wait() }
-        condition.unlock()
+        state.withLock { locked in
+            locked.state.stopped = true
+            locked.broadcast()
+            while !locked.state.finished { locked.wait() }
+        }
     }
 }
 
 /// Set once by a signal handler (SIGINT, SIGTERM): long runs stop taking new work.
-public final class Interruption: @unchecked Sendable {
-    private let lock = NSLock()
-    private var received: Int32?
+public final class Interruption: Sendable {
+    private let received = Mutex<Int32?>(nil)
 
     public init() {}
 
     /// The first signal received, or nil.
-    public var signal: Int32? { lock.lock(); defer { lock.unlock() }; return received }
+    public var signal: Int32? { received.withLock { $0 } }
 
     public func interrupt(by signal: Int32) {
-        lock.lock()
-        if received == nil { received = signal }
-        lock.unlock()
+        received.withLock { if $0 == nil { $0 = signal } }
     }
 }

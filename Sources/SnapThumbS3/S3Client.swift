@@ -8,7 +8,6 @@ import FoundationXML
 import Logging
 import SnapThumbCore
 import SnapThumbStore
-import VipsKit
 import SystemKit
 
 /// One object of a listing.

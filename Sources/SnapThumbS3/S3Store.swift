@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import SnapThumbCore
 import SnapThumbStore
-import VipsKit
 import SystemKit
 
 /// The bucket backend: the directory store's layout and bytes under

@@ -1,5 +1,4 @@
 import Foundation
-import VipsKit
 import SystemKit
 
 /// Access keys for AWS Signature Version 4. `description` never shows the secret

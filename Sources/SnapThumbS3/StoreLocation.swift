@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import SnapThumbCore
 import SnapThumbStore
-import VipsKit
 import SystemKit
 
 /// The bucket store's scheme (`s3://BUCKET/PREFIX`), for `StoreLocation`.

@@ -4,8 +4,8 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// Reading inputs.
@@ -173,10 +173,9 @@ public enum Durable {
         }
     }
 
-    private final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
-        func next() -> Int { lock.lock(); defer { lock.unlock() }; value += 1; return value }
+    private final class Counter: Sendable {
+        private let value = Mutex(0)
+        func next() -> Int { value.withLock { $0 += 1; return $0 } }
     }
 }
 
@@ -257,7 +256,7 @@ public func wallNow() -> Double { Date().timeIntervalSince1970 }
 
 extension Pipeline {
     /// Reads `path` (refusing files over the input limit before reading them) and processes it.
-    public func process(file path: String, key: String, onImage: @escaping (any Killable) -> Void = { _ in }) throws -> ProcessedUpload {
-        try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key, onImage: onImage)
+    public func process(file path: String, key: String) throws -> ProcessedUpload {
+        try process(InputFile.read(path, limit: settings.limits.maxInputBytes), key: key)
     }
 }

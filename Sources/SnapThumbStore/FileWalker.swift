@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// Lists the regular files under a directory without following symbolic links.

@@ -1,4 +1,5 @@
 import Foundation
+import SystemKit
 import SnapThumbCore
 
 /// Batches commits from many workers: a worker writes its upload's blobs
@@ -14,7 +15,7 @@ import SnapThumbCore
 /// How long a group commit gathers a batch by default, seconds (see `GroupCommitter.init`).
 public let defaultGroupCommitDelay = 0.015
 
-public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
+public final class GroupCommitter<Tag: Sendable>: Sendable {
     public typealias Completion = @Sendable (Tag, ProcessedUpload, SnapError?) -> Void
 
     private let store: Store
@@ -22,17 +23,16 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
     private let maxPending: Int
     private let maxDelay: Double
     private let completion: Completion
-    private let condition = NSCondition()
-    /// Queued uploads with their arrival time (uptime seconds).
-    private var pending: [(tag: Tag, staged: Store.Staged, arrived: Double)] = []
-    private var closed = false
-    private var running = true
-    /// Commit what is queued without waiting for more (see `flush`).
-    private var hurry = false
-    /// Renamed into place, reported once the next sync has made that durable.
-    private var unconfirmed: [(tag: Tag, upload: ProcessedUpload, result: SnapError?)] = []
-    /// When `unconfirmed` was renamed (uptime seconds).
-    private var renamedAt = 0.0
+
+    private struct Queue {
+        /// Queued uploads with their arrival time (uptime seconds).
+        var pending: [(tag: Tag, staged: Store.Staged, arrived: Double)] = []
+        var closed = false
+        var running = true
+        /// Commit what is queued without waiting for more (see `flush`).
+        var hurry = false
+    }
+    private let queue = Monitor(Queue())
 
     /// - Parameter maxDelay: how long the first upload of a batch waits for others
     ///   (seconds). A syncfs costs 0.3–1.7 ms of kernel CPU here whatever it
@@ -60,56 +60,61 @@ public final class GroupCommitter<Tag: Sendable>: @unchecked Sendable {
             completion(tag, upload, error as? SnapError ?? SnapError(.io, "\(error)"))
             return
         }
-        condition.lock()
-        while pending.count >= maxPending && !closed { condition.wait() }
-        pending.append((tag, staged, Self.now()))
-        hurry = false
-        condition.broadcast()
-        condition.unlock()
+        queue.withLock { locked in
+            while locked.state.pending.count >= maxPending && !locked.state.closed { locked.wait() }
+            locked.state.pending.append((tag, staged, Self.now()))
+            locked.state.hurry = false
+            locked.broadcast()
+        }
     }
 
     /// Commits what is queued, and confirms it, without waiting for more uploads
     /// to batch with: for a caller that has no more work at hand for now.
     /// The next `submit` goes back to batching.
     public func flush() {
-        condition.lock()
-        hurry = true
-        condition.broadcast()
-        condition.unlock()
+        queue.withLock { locked in
+            locked.state.hurry = true
+            locked.broadcast()
+        }
     }
 
     /// Commits what is queued and stops; returns when every completion has run.
     public func finish() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
+        queue.withLock { locked in
+            locked.state.closed = true
+            locked.broadcast()
+            while locked.state.running { locked.wait() }
+        }
     }
 
     private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     private func loop() {
+        /// Renamed into place, reported once the next sync has made that durable.
+        var unconfirmed: [(tag: Tag, upload: ProcessedUpload, result: SnapError?)] = []
+        /// When `unconfirmed` was renamed (uptime seconds).
+        var renamedAt = 0.0
         while true {
-            condition.lock()
-            while pending.isEmpty && unconfirmed.isEmpty && !closed { condition.wait() }
-            // Gather a batch: until it is full, the oldest upload (or the last
-            // renames, waiting for their sync) has waited maxDelay, or no more are coming.
-            while !closed, !hurry, pending.count < maxBatch {
-                let waited = Self.now() - (pending.first?.arrived ?? renamedAt)
-                if waited >= maxDelay { break }
-                _ = condition.wait(until: Date(timeIntervalSinceNow: maxDelay - waited))
+            let batch: [(tag: Tag, staged: Store.Staged, arrived: Double)]? = queue.withLock { locked in
+                while locked.state.pending.isEmpty && unconfirmed.isEmpty && !locked.state.closed { locked.wait() }
+                // Gather a batch: until it is full, the oldest upload (or the last
+                // renames, waiting for their sync) has waited maxDelay, or no more are coming.
+                while !locked.state.closed, !locked.state.hurry, locked.state.pending.count < maxBatch {
+                    let waited = Self.now() - (locked.state.pending.first?.arrived ?? renamedAt)
+                    if waited >= maxDelay { break }
+                    locked.wait(seconds: maxDelay - waited)
+                }
+                if locked.state.pending.isEmpty && unconfirmed.isEmpty && locked.state.closed {
+                    locked.state.running = false
+                    locked.broadcast()
+                    return nil
+                }
+                let batch = Array(locked.state.pending.prefix(maxBatch))
+                locked.state.pending.removeFirst(batch.count)
+                locked.broadcast()
+                return batch
             }
-            if pending.isEmpty && unconfirmed.isEmpty && closed {
-                running = false
-                condition.broadcast()
-                condition.unlock()
-                return
-            }
-            let batch = Array(pending.prefix(maxBatch))
-            pending.removeFirst(batch.count)
-            condition.broadcast()
-            condition.unlock()
+            guard let batch else { return }
 
             // This sync makes the batch's blobs and temp manifests durable, and the
             // previous batch's renames (which are reported only now).

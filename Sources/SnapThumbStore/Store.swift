@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// The content-addressed store:

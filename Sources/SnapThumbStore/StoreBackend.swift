@@ -1,6 +1,5 @@
 import Foundation
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// Takes processed uploads and reports each one once it is durably published,

@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// A directory below a store's root, opened one component at a time from the

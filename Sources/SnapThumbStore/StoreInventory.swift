@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// One object of a store, as a listing shows it.

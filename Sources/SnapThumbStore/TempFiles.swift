@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Foundation
 import SnapThumbCore
-import VipsKit
 import SystemKit
 
 /// SnapThumb's own temporary names, `.tmp-<pid>-<n>-<name>` (see `Durable.tempPath`),

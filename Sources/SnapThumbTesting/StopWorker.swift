@@ -7,7 +7,7 @@ import Glibc
 /// stopped (SIGSTOP) and never continues, like an image that never finishes. It stops
 /// when the worker reaches that file, not when the file is sent, so the jobs queued
 /// before it in the same worker finish, as they would before a real hang.
-public struct StopWorker: RunFaults {
+@_spi(Testing) public struct StopWorker: RunFaults {
     public let suffix: String
 
     public init(onKeysEndingWith suffix: String) { self.suffix = suffix }

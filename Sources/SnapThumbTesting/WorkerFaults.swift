@@ -7,7 +7,7 @@ import Glibc
 /// A fault plan for runs with worker processes: the worker that is handed a file
 /// whose key ends with `suffix` is killed at once with SIGKILL, as the OOM killer
 /// would. Every time, so such a file crashes its worker when alone as well.
-public struct KillWorker: RunFaults {
+@_spi(Testing) public struct KillWorker: RunFaults {
     public let suffix: String
 
     public init(onKeysEndingWith suffix: String) { self.suffix = suffix }
@@ -19,7 +19,7 @@ public struct KillWorker: RunFaults {
 
 /// Counts how often each key was handed to a worker, and passes every dispatch
 /// on to another plan (faults are combined this way).
-public final class CountDispatches: RunFaults, @unchecked Sendable {
+@_spi(Testing) public final class CountDispatches: RunFaults, @unchecked Sendable {
     private let lock = NSLock()
     private var counts: [String: Int] = [:]
     private let then: any RunFaults
@@ -46,7 +46,7 @@ public final class CountDispatches: RunFaults, @unchecked Sendable {
 
 /// A fault plan for the watch daemon: every batch of inotify events is lost to a
 /// queue overflow, so that only rescans can find uploads.
-public struct OverflowInotify: RunFaults {
+@_spi(Testing) public struct OverflowInotify: RunFaults {
     public init() {}
     public func dispatched(key: String, toWorker workerPID: Int32) {}
     public func inotifyBatchOverflows() -> Bool { true }

@@ -2,8 +2,6 @@ import Foundation
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
-import SnapThumbVerify
-import VipsKit
 import SystemKit
 
 /// `snapthumb verify s3://BUCKET/PREFIX`: the directory verifier's checks on a

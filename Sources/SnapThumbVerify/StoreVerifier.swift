@@ -1,8 +1,6 @@
 import Foundation
 import SnapThumbCore
 import SnapThumbStore
-import SnapThumbRunner
-import VipsKit
 import SystemKit
 
 /// `snapthumb verify`: re-hashes every blob and checks every manifest.

@@ -43,7 +43,7 @@ final class WatchMetrics: @unchecked Sendable {
         registry.makeGauge(
             descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
                                              helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
-            labels: [("version", SnapThumbVersion.current), ("libvips", Vips.version)]).set(to: 1)
+            labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
         for code in ErrorCode.allCases where !code.isTransient { _ = failedCounter(code) }
     }
 

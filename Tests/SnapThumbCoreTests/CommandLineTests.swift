@@ -4,9 +4,9 @@
 import Foundation
 import Testing
 @testable import SnapThumbCore
-import SnapThumbTesting
+@_spi(Testing) import SnapThumbTesting
 @testable import SnapThumbVerify
-@testable import SnapThumbRunner
+@_spi(Testing) @testable import SnapThumbRunner
 import VipsKit
 
 /// Runs the real `snapthumb` binary.

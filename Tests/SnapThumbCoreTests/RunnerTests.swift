@@ -4,8 +4,8 @@
 import Foundation
 import Testing
 import SnapThumbCore
-import SnapThumbRunner
-import SnapThumbTesting
+@_spi(Testing) import SnapThumbRunner
+@_spi(Testing) import SnapThumbTesting
 import SnapThumbVerify
 
 /// A source that gives out jobs as a test adds them and ends when told, as the
@@ -97,7 +97,7 @@ struct RunnerTests {
     }
 
     static func pool(store: String, jobs: Int, window: Int, deadline: Double? = nil, loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults()) -> ProcessPool {
-        ProcessPool(executable: CLI.binary, arguments: ["worker", "--store", store, "--settings-json", "{}"], jobs: jobs, window: window,
+        ProcessPool(launch: .process(executable: CLI.binary, arguments: ["worker", "--store", store, "--settings-json", "{}"]), jobs: jobs, window: window,
                     deadline: deadline, loneCrashRetries: loneCrashRetries, faults: faults)
     }
 

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 @testable import SnapThumbCore
 @testable import SnapThumbS3
-import SnapThumbTesting
+@_spi(Testing) import SnapThumbTesting
 import VipsKit
 
 /// Paths of this checkout.

@@ -7,12 +7,14 @@ import Glibc
 import Foundation
 import Testing
 import SnapThumbCore
+@_spi(Testing) import SnapThumbRunner
+@_spi(Testing) @testable import SnapThumbWatch
 import VipsKit
 import Logging
 import ServiceLifecycleTestKit
-import SnapThumbRunner
-import SnapThumbTesting
-@testable import SnapThumbWatch
+
+@_spi(Testing) import SnapThumbTesting
+
 
 /// Uploads that used to wedge the queue, names that are not UTF-8, and workers
 /// killed from outside.

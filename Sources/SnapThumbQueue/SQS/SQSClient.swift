@@ -7,7 +7,6 @@ import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
-import VipsKit
 import SystemKit
 
 /// A small SQS client: AWS's JSON protocol (`POST /`, `X-Amz-Target: AmazonSQS.<Action>`,

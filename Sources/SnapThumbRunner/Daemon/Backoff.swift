@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SnapThumbStore
 
 /// Exponential backoff for transient failures: 1 s, 2 s, 4 s … up to 60 s; reset by a
@@ -6,39 +7,37 @@ import SnapThumbStore
 /// jobs in flight that fail during a pause (a full store fails them all at once)
 /// share that pause instead of doubling it once per worker thread. (`consume` pauses
 /// receiving by it too.)
-public final class Backoff: @unchecked Sendable {
-    private let lock = NSLock()
+public final class Backoff: Sendable {
     private let now: @Sendable () -> Double
-    private var current = 0.0
-    private var until = 0.0
+    /// The current pause (0: none) and when it ends.
+    private let state = Mutex((current: 0.0, until: 0.0))
 
     public init(now: @escaping @Sendable () -> Double = wallNow) { self.now = now }
 
     /// The pause to take now, in seconds.
     public func next() -> Double {
-        lock.lock()
-        defer { lock.unlock() }
         let t = now()
-        if current > 0, t < until { return until - t }
-        current = current == 0 ? 1 : min(60, current * 2)
-        until = t + current
-        return current
+        return state.withLock { state in
+            if state.current > 0, t < state.until { return state.until - t }
+            state.current = state.current == 0 ? 1 : min(60, state.current * 2)
+            state.until = t + state.current
+            return state.current
+        }
     }
 
-    public func reset() { lock.lock(); current = 0; until = 0; lock.unlock() }
+    public func reset() { state.withLock { $0 = (0, 0) } }
 }
 
 /// True at most once per `seconds` (work that housekeeping does less often).
-public final class Every: @unchecked Sendable {
-    private let lock = NSLock()
+public final class Every: Sendable {
     private let seconds: Double
-    private var last = Date.distantPast
+    private let last = Mutex(Date.distantPast)
     public init(seconds: Double) { self.seconds = seconds }
     public func due() -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard Date().timeIntervalSince(last) >= seconds else { return false }
-        last = Date()
-        return true
+        last.withLock { last in
+            guard Date().timeIntervalSince(last) >= seconds else { return false }
+            last = Date()
+            return true
+        }
     }
 }
