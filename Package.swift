@@ -23,6 +23,7 @@ let package = Package(
     products: [
         .executable(name: "snapthumb", targets: ["snapthumb"]),
         .library(name: "SnapThumbCore", targets: ["SnapThumbCore"]),
+        .library(name: "SnapThumbStore", targets: ["SnapThumbStore"]),
         .library(name: "SnapThumbRunner", targets: ["SnapThumbRunner"]),
         .library(name: "SnapThumbBench", targets: ["SnapThumbBench"]),
         .library(name: "SnapThumbVerify", targets: ["SnapThumbVerify"]),
@@ -146,7 +147,7 @@ let package = Package(
         // Fault plans and helpers for tests; no production target depends on it.
         .target(
             name: "SnapThumbTesting",
-            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbCore", "SystemKit"]
+            dependencies: ["SnapThumbRunner", "SnapThumbVerify", "SnapThumbStore", "SnapThumbCore", "VipsKit", "SystemKit"]
         ),
         .executableTarget(
             name: "snapthumb",
@@ -168,29 +169,53 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Unit tests, plus command-line tests that run the built `snapthumb`.
+        // ---- Tests: one target per library module, each through its module's API
+        // (fixtures in SnapThumbTesting); only the CLI's links the executable, and the
+        // tests that run `snapthumb` find it beside their test bundle.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbCore", "SnapThumbRunner", "SnapThumbBench", "SnapThumbVerify", "SnapThumbTesting", "VipsKit"]
+            dependencies: ["SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
-        // The signer against AWS's vectors; the bucket store against moto's S3 server on 127.0.0.1.
+        .testTarget(
+            name: "SnapThumbStoreTests",
+            dependencies: ["SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
+        ),
+        .testTarget(
+            name: "SnapThumbRunnerTests",
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
+        ),
+        .testTarget(
+            name: "SnapThumbVerifyTests",
+            dependencies: ["SnapThumbVerify", "SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
+        ),
+        // The signer against AWS's vectors; the bucket store against moto's S3 server and a
+        // real Ceph RGW on 127.0.0.1; `consume` against moto's SQS and Google's Pub/Sub emulator.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbCore", "SnapThumbRunner", "SnapThumbTesting", "VipsKit"],
+            dependencies: ["SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore",
+                           "SnapThumbRunner", "SnapThumbTesting", "SystemKit", "VipsKit"],
             exclude: ["Fixtures"]
         ),
         // Credentials against a fake token endpoint and metadata server (Scripts/fake-google-auth.py),
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "SnapThumbGoogle", "SnapThumbCore", "VipsKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
-        // Integration tests: run the built `snapthumb watch` (the dependency makes `swift test` build it).
+        // The watch daemon in-process (ServiceLifecycle's test kit) and as `snapthumb watch`.
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SystemKit", "snapthumb", "SnapThumbWatch", "SnapThumbCore", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbTesting", "VipsKit",
+            dependencies: ["SnapThumbWatch", "SnapThumbRunner", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SnapThumbVerify",
+                           "SnapThumbTesting", "SystemKit", "VipsKit",
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        // The command line end to end: the one test target that links the executable
+        // (the dependency makes `swift test` build it).
+        .testTarget(
+            name: "SnapThumbCLITests",
+            dependencies: ["snapthumb", "SnapThumbBench", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbStore", "SnapThumbConfig",
+                           "SnapThumbCore", "SnapThumbTesting", "SystemKit", "VipsKit"]
         ),
     ]
 )

@@ -19,6 +19,7 @@ let package = Package(
             name: "StageBenchmarks",
             dependencies: [
                 .product(name: "SnapThumbCore", package: "SnapThumb"),
+                .product(name: "SnapThumbStore", package: "SnapThumb"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StageBenchmarks",

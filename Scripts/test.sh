@@ -16,6 +16,8 @@ export SNAPTHUMB_REQUIRE_RGW=1
 # The stage benchmarks are a separate package (Benchmarks/): CI builds them so that
 # they keep compiling; running them is `swift package --package-path Benchmarks benchmark`.
 swift build --package-path Benchmarks
+# The shape of the code (issue 25): modules one way, imports declared, counts (Scripts/check-shape.py).
+python3 Scripts/check-shape.py
 swift build --build-tests
 # Scripts/install.sh (run by SystemdUnitTests) makes the man page with it; swift test cannot build it meanwhile.
 swift build --product generate-manual

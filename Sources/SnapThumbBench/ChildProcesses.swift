@@ -58,8 +58,21 @@ enum ChildProcesses {
         let argv = command.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }
+        // A signal this process ignores (SIGINT and SIGTERM, while bench catches them)
+        // would stay ignored in the child: Python's multiprocessing stops its pool
+        // with SIGTERM, and a worker that ignores it hangs the pool's shutdown.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t(), none = sigset_t()
+        sigemptyset(&defaults)
+        sigemptyset(&none)
+        for sig in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var pid: pid_t = 0
-        let status = posix_spawnp(&pid, command[0], &actions, nil, argv, envp)
+        let status = posix_spawnp(&pid, command[0], &actions, &attributes, argv, envp)
         return status == 0 ? pid : -1
     }
 }

@@ -75,6 +75,8 @@ public struct JobResult: Sendable {
     public var sourceDigest: String? = nil
     /// Processed over another upload's manifest (`--on-conflict replace`): that one's source digest.
     public var replacedDigest: String? = nil
+    /// Processed over a manifest of the same source under another recipe (re-derived).
+    public var rederived = false
     /// Times a worker was given this job in this run (more than 1 after crashes).
     public var attempts: Int = 1
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SnapThumbCore
 import SnapThumbStore
+import SystemKit
 
 /// The one job runner: runs jobs through `jobs` long-lived `snapthumb worker`
 /// processes, which publish through their group commit. Backfill and bench feed it
@@ -17,7 +18,7 @@ import SnapThumbStore
 /// runs past its deadline has its worker killed and ends as `timedOut`; the other
 /// jobs that worker held are simply dealt again. ``stop(drainDeadline:)`` ends a
 /// run gracefully. Every job taken from the source is reported exactly once.
-public final class ProcessPool: @unchecked Sendable {
+public final class ProcessPool: Sendable {
     /// How a worker is started: a process, or a loop on a thread of this one.
     public let launch: WorkerLaunch
     public let jobs: Int
@@ -48,23 +49,28 @@ public final class ProcessPool: @unchecked Sendable {
         var attempts: Int
     }
 
-    private let lock = NSCondition()
-    /// Jobs to deal again (their worker was killed for another job's deadline).
-    private var queue: [Item] = []
-    /// Jobs held by a worker that died: each goes alone to a fresh worker.
-    private var suspects: [Item] = []
-    /// Taken from the source and not yet reported.
-    private var outstanding = 0
-    private var taken = 0
-    private var sourceEnded = false
-    private var stopping = false
-    private var drainExpired = false
-    /// Worker processes running now, for the drain deadline.
-    private var workers: Set<Int32> = []
-    /// Per supervisor: how many jobs its worker has been sent and not processed yet;
-    /// nil once the supervisor has ended. A streaming source's job never goes to a
-    /// worker that has one to process while another has none (see `take`).
-    private var unprocessedBySupervisor: [Int?] = []
+    /// What the supervisors share, behind one lock they also wait on.
+    private struct Shared {
+        /// Jobs to deal again (their worker was killed for another job's deadline).
+        var queue: [Item] = []
+        /// Jobs held by a worker that died: each goes alone to a fresh worker.
+        var suspects: [Item] = []
+        /// Taken from the source and not yet reported.
+        var outstanding = 0
+        var taken = 0
+        var sourceEnded = false
+        var stopping = false
+        var drainExpired = false
+        /// Worker processes running now, for the drain deadline.
+        var workers: Set<Int32> = []
+        /// Per supervisor: how many jobs its worker has been sent and not processed yet;
+        /// nil once the supervisor has ended. A streaming source's job never goes to a
+        /// worker that has one to process while another has none (see `take`).
+        var unprocessedBySupervisor: [Int?] = []
+        /// Whether every job there will ever be is reported.
+        var isFinished: Bool { sourceEnded && outstanding == 0 }
+    }
+    private let shared = Monitor(Shared())
 
     public convenience init(executable: String, arguments: [String], jobs: Int, window: Int = 8, deadline: Double? = nil,
                             loneCrashRetries: Int = 1, interruption: Interruption = Interruption(), knownBlobs: [String]? = nil) {
@@ -99,20 +105,18 @@ public final class ProcessPool: @unchecked Sendable {
     public func run(_ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) throws {
         let supervisors = min(jobs, source.remaining ?? jobs)
         guard supervisors > 0 else { return }
-        lock.lock()
         // Every supervisor counts as idle from the start, so that a job does not wait
         // behind another in a worker while a second worker is still starting.
-        unprocessedBySupervisor = Array(repeating: 0, count: supervisors)
-        lock.unlock()
+        shared.withLock { $0.state.unprocessedBySupervisor = Array(repeating: 0, count: supervisors) }
         let group = DispatchGroup()
         for n in 0..<supervisors {
             group.enter()
             let thread = Thread { [self] in
                 defer {
-                    lock.lock()
-                    unprocessedBySupervisor[n] = nil
-                    lock.broadcast()
-                    lock.unlock()
+                    shared.withLock { locked in
+                        locked.state.unprocessedBySupervisor[n] = nil
+                        locked.broadcast()
+                    }
                     group.leave()
                 }
                 supervise(n, source, finish: finish)
@@ -123,12 +127,12 @@ public final class ProcessPool: @unchecked Sendable {
         group.wait()
 
         // A stopped run: what was taken and never finished is handed back.
-        lock.lock()
-        let left = queue + suspects
-        queue = []; suspects = []
-        outstanding -= left.count
-        let unfinished = !sourceEnded && !isStopping
-        lock.unlock()
+        let (left, unfinished) = shared.withLock { locked in
+            let left = locked.state.queue + locked.state.suspects
+            locked.state.queue = []; locked.state.suspects = []
+            locked.state.outstanding -= left.count
+            return (left, !locked.state.sourceEnded && !isStopping(locked.state))
+        }
         for item in left { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
         if unfinished { throw SnapError(.internal, "cannot start a worker process (\(launch))") }
     }
@@ -138,50 +142,49 @@ public final class ProcessPool: @unchecked Sendable {
     /// killed and their jobs reported as `abandoned`. Returns at once; ``run(_:finish:)``
     /// returns when the run has ended.
     public func stop(drainDeadline: Double? = nil) {
-        lock.lock()
-        stopping = true
-        lock.broadcast()
-        lock.unlock()
+        shared.withLock { locked in
+            locked.state.stopping = true
+            locked.broadcast()
+        }
         guard let drainDeadline else { return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, drainDeadline)) { [self] in
-            lock.lock()
-            drainExpired = true
-            let running = workers
-            lock.unlock()
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, drainDeadline)) { [shared] in
+            let running = shared.withLock { locked in
+                locked.state.drainExpired = true
+                return locked.state.workers
+            }
             for pid in running { kill(pid, SIGKILL) }
         }
     }
 
-    /// Whether new jobs must not start (call with the lock held).
-    private var isStopping: Bool { stopping || interruption.signal != nil }
-    /// Whether every job there will ever be is reported (call with the lock held).
-    private var isFinished: Bool { sourceEnded && outstanding == 0 }
+    /// Whether new jobs must not start.
+    private func isStopping(_ state: Shared) -> Bool { state.stopping || interruption.signal != nil }
+
+    /// Whether the run is over for a supervisor: every job reported, or stopping.
+    private var isOver: Bool { shared.withLock { $0.state.isFinished || isStopping($0.state) } }
 
     /// Keeps one worker process busy until no work is left, replacing it when it dies.
     private func supervise(_ slot: Int, _ source: any JobSource, finish: @escaping @Sendable (JobResult) -> Void) {
         while true {
-            lock.lock()
-            let over = isFinished || isStopping
-            lock.unlock()
-            if over { return }
+            if isOver { return }
             do {
                 try runWorker(slot, source, finish: finish)
             } catch {
                 // Cannot even start a worker: fail what is left rather than spin
                 // (all of a file list; a streaming source keeps its jobs).
-                lock.lock()
-                var left = queue + suspects
-                queue = []; suspects = []
-                if source.remaining != nil {
-                    while case .job(let entry) = source.next(waitingUpTo: 0) {
-                        left.append(Item(index: taken, entry: entry, attempts: 0))
-                        taken += 1; outstanding += 1
+                let left = shared.withLock { locked in
+                    var left = locked.state.queue + locked.state.suspects
+                    locked.state.queue = []; locked.state.suspects = []
+                    if source.remaining != nil {
+                        while case .job(let entry) = source.next(waitingUpTo: 0) {
+                            left.append(Item(index: locked.state.taken, entry: entry, attempts: 0))
+                            locked.state.taken += 1; locked.state.outstanding += 1
+                        }
+                        locked.state.sourceEnded = true
                     }
-                    sourceEnded = true
+                    locked.state.outstanding -= left.count
+                    locked.broadcast()
+                    return left
                 }
-                outstanding -= left.count
-                lock.broadcast()
-                lock.unlock()
                 for item in left {
                     finish(JobResult(entry: item.entry, outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0))
                 }
@@ -195,48 +198,47 @@ public final class ProcessPool: @unchecked Sendable {
     /// that holds nothing. Waits only when the worker holds nothing and there is
     /// nothing to give it yet.
     private func take(_ slot: Int, held: Int, unprocessed: Int, from source: any JobSource) -> Item? {
-        lock.lock()
-        defer { lock.unlock() }
-        while true {
-            if isFinished || isStopping { return nil }
-            if held == 0, let suspect = suspects.popLast() { return suspect }
-            // Streaming (watch): a worker with a job to process takes no other while
-            // another worker has none; the idle one's supervisor is waiting on the
-            // source and takes it at once. (It would otherwise wait behind this
-            // worker's job, and a job that wedges this worker would take it along.)
-            if unprocessed > 0, source.remaining == nil,
-               unprocessedBySupervisor.indices.contains(where: { $0 != slot && unprocessedBySupervisor[$0] == 0 }) {
-                return nil
-            }
-            // No more than a fair share of what is left, so that the workers finish
-            // together: a small run is not dealt out in windows to the first worker.
-            if unprocessed > 0, let left = source.remaining, unprocessed > (queue.count + left) / jobs { return nil }
-            if let next = queue.popLast() { return next }
-            if !sourceEnded {
-                // The source may block: ask it without the lock (a worker that holds
-                // jobs only takes one that is ready now).
-                lock.unlock()
-                let next = source.next(waitingUpTo: held > 0 ? 0 : 0.2)
-                lock.lock()
-                switch next {
-                case .job(let entry):
-                    let item = Item(index: taken, entry: entry, attempts: 0)
-                    taken += 1
-                    outstanding += 1
-                    // Stopped meanwhile: it is handed back as abandoned when the run ends.
-                    if isStopping { queue.append(item); return nil }
-                    return item
-                case .ended:
-                    sourceEnded = true
-                    lock.broadcast()
-                case .notYet:
-                    if held > 0 { return nil }
+        shared.withLock { locked -> Item? in
+            while true {
+                if locked.state.isFinished || isStopping(locked.state) { return nil }
+                if held == 0, let suspect = locked.state.suspects.popLast() { return suspect }
+                // Streaming (watch): a worker with a job to process takes no other while
+                // another worker has none; the idle one's supervisor is waiting on the
+                // source and takes it at once. (It would otherwise wait behind this
+                // worker's job, and a job that wedges this worker would take it along.)
+                let others = locked.state.unprocessedBySupervisor
+                if unprocessed > 0, source.remaining == nil,
+                   others.indices.contains(where: { $0 != slot && others[$0] == 0 }) {
+                    return nil
                 }
-                continue
+                // No more than a fair share of what is left, so that the workers finish
+                // together: a small run is not dealt out in windows to the first worker.
+                if unprocessed > 0, let left = source.remaining, unprocessed > (locked.state.queue.count + left) / jobs { return nil }
+                if let next = locked.state.queue.popLast() { return next }
+                if !locked.state.sourceEnded {
+                    // The source may block: ask it without the lock (a worker that holds
+                    // jobs only takes one that is ready now).
+                    let next = locked.unlocked { source.next(waitingUpTo: held > 0 ? 0 : 0.2) }
+                    switch next {
+                    case .job(let entry):
+                        let item = Item(index: locked.state.taken, entry: entry, attempts: 0)
+                        locked.state.taken += 1
+                        locked.state.outstanding += 1
+                        // Stopped meanwhile: it is handed back as abandoned when the run ends.
+                        if isStopping(locked.state) { locked.state.queue.append(item); return nil }
+                        return item
+                    case .ended:
+                        locked.state.sourceEnded = true
+                        locked.broadcast()
+                    case .notYet:
+                        if held > 0 { return nil }
+                    }
+                    continue
+                }
+                if held > 0 { return nil }
+                // Timed, so that an interruption is noticed without a broadcast.
+                locked.wait(seconds: 0.2)
             }
-            if held > 0 { return nil }
-            // Timed, so that an interruption is noticed without a broadcast.
-            _ = lock.wait(until: Date(timeIntervalSinceNow: 0.2))
         }
     }
 
@@ -253,19 +255,15 @@ public final class ProcessPool: @unchecked Sendable {
         let worker = try launch.start()
         // A thread cannot be killed: it is given no pid, and only a process's jobs can end as late or crashed.
         let pid = worker.pid
-        lock.lock()
-        unprocessedBySupervisor[slot] = 0
-        if let pid {
-            workers.insert(pid)
-            if drainExpired { kill(pid, SIGKILL) }
-        }
-        lock.unlock()
-        defer {
+        shared.withLock { locked in
+            locked.state.unprocessedBySupervisor[slot] = 0
             if let pid {
-                lock.lock()
-                workers.remove(pid)
-                lock.unlock()
+                locked.state.workers.insert(pid)
+                if locked.state.drainExpired { kill(pid, SIGKILL) }
             }
+        }
+        defer {
+            if let pid { shared.withLock { _ = $0.state.workers.remove(pid) } }
         }
         let input = worker.input, output = worker.output
         let writer = input
@@ -285,9 +283,8 @@ public final class ProcessPool: @unchecked Sendable {
         var told = 0
 
         func startClock() {
-            lock.lock()
-            unprocessedBySupervisor[slot] = unprocessed.count
-            lock.unlock()
+            let count = unprocessed.count
+            shared.withLock { $0.state.unprocessedBySupervisor[slot] = count }
             guard let head = unprocessed.first else { clock = nil; return }
             if clock?.index != head {
                 clock = (head, DispatchTime.now().uptimeNanoseconds)
@@ -304,12 +301,13 @@ public final class ProcessPool: @unchecked Sendable {
             case "skipped": outcome = .skipped
             default: outcome = .failed(SnapError(reply.code ?? .internal, reply.message ?? "worker gave no reason"))
             }
-            lock.lock()
-            outstanding -= 1
-            lock.broadcast()
-            lock.unlock()
+            shared.withLock { locked in
+                locked.state.outstanding -= 1
+                locked.broadcast()
+            }
             finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss,
-                             sourceDigest: reply.digest, replacedDigest: reply.replaced, attempts: item.attempts + 1))
+                             sourceDigest: reply.digest, replacedDigest: reply.replaced, rederived: reply.rederived ?? false,
+                             attempts: item.attempts + 1))
         }
 
         var ending = Ending.drained
@@ -336,10 +334,7 @@ public final class ProcessPool: @unchecked Sendable {
                 if item.attempts > 0 { break }
             }
             if inFlight.isEmpty {
-                lock.lock()
-                let over = isFinished || isStopping
-                lock.unlock()
-                if over { break }
+                if isOver { break }
                 continue
             }
             var until = clock.flatMap { clock in limit.map { clock.since + $0 } }
@@ -374,45 +369,55 @@ public final class ProcessPool: @unchecked Sendable {
         worker.wait()
         let status = worker.status
         var held = order.compactMap { inFlight[$0] }
-        lock.lock()
-        if drainExpired {
-            // Killed at the end of a drain: hand everything back.
-            outstanding -= held.count
-            lock.broadcast()
-            lock.unlock()
-            for item in held { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
-            return
+        /// What becomes of the jobs this worker held.
+        enum Verdict {
+            case abandoned([Item]), late(Item), failed([Item]), crashed([Item])
         }
-        if case .late(let index) = ending, let position = held.firstIndex(where: { $0.index == index }) {
-            // Only the late job ends; the others did nothing wrong and are dealt again as they were.
-            let late = held.remove(at: position)
-            queue.append(contentsOf: held.reversed())
-            outstanding -= 1
-            lock.broadcast()
-            lock.unlock()
+        let verdict: Verdict = shared.withLock { locked in
+            defer { locked.broadcast() }
+            if locked.state.drainExpired {
+                // Killed at the end of a drain: hand everything back.
+                locked.state.outstanding -= held.count
+                return .abandoned(held)
+            }
+            if case .late(let index) = ending, let position = held.firstIndex(where: { $0.index == index }) {
+                // Only the late job ends; the others did nothing wrong and are dealt again as they were.
+                let late = held.remove(at: position)
+                locked.state.queue.append(contentsOf: held.reversed())
+                locked.state.outstanding -= 1
+                return .late(late)
+            }
+            if status.exited {
+                // It exited on its own (it could not open its store, say): no evidence
+                // against its jobs, which fail as I/O errors (transient for watch).
+                locked.state.outstanding -= held.count
+                return .failed(held)
+            }
+            // The worker died (or stopped reading): whatever it held is suspect.
+            var crashed: [Item] = []
+            for item in held {
+                if held.count == 1 && item.attempts >= loneCrashRetries { crashed.append(item) } else { locked.state.suspects.append(Item(index: item.index, entry: item.entry, attempts: item.attempts + 1)) }
+            }
+            locked.state.outstanding -= crashed.count
+            return .crashed(crashed)
+        }
+        let crashed: [Item]
+        switch verdict {
+        case .abandoned(let items):
+            for item in items { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
+            return
+        case .late(let late):
             let seconds = deadline ?? 0
             let reason = SnapError(.timeout, "processing took longer than the per-image time limit of \(seconds) s; its worker process was killed")
             finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000, attempts: late.attempts + 1))
             return
-        }
-        if status.exited {
-            // It exited on its own (it could not open its store, say): no evidence
-            // against its jobs, which fail as I/O errors (transient for watch).
-            outstanding -= held.count
-            lock.broadcast()
-            lock.unlock()
+        case .failed(let items):
             let reason = SnapError(.io, "the worker \(status) before answering (see its message on stderr)")
-            for item in held { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1)) }
+            for item in items { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1)) }
             return
+        case .crashed(let items):
+            crashed = items
         }
-        // The worker died (or stopped reading): whatever it held is suspect.
-        var crashed: [Item] = []
-        for item in held {
-            if held.count == 1 && item.attempts >= loneCrashRetries { crashed.append(item) } else { suspects.append(Item(index: item.index, entry: item.entry, attempts: item.attempts + 1)) }
-        }
-        outstanding -= crashed.count
-        lock.broadcast()
-        lock.unlock()
         for item in crashed {
             let reason = SnapError(.poison, item.attempts > 0
                 ? "a worker process died on this file (alone, after \(item.attempts) earlier crash\(item.attempts == 1 ? "" : "es"); \(status))"

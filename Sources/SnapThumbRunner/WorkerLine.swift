@@ -36,6 +36,8 @@ enum WorkerProtocol {
         var digest: String?
         /// The source digest of another upload's manifest that this publish replaced.
         var replaced: String?
+        /// The key had a manifest of the same source under another recipe: made again (processed only).
+        var rederived: Bool? = nil
         /// The blobs the store now holds for this upload (processed, bucket stores only).
         var blobs: [String]? = nil
     }
@@ -88,6 +90,7 @@ enum WorkerLine {
         if let rss = reply.rss { w.field("rss", rss) }
         if let digest = reply.digest { w.field("digest", digest) }
         if let replaced = reply.replaced { w.field("replaced", replaced) }
+        if let rederived = reply.rederived { w.field("rederived", rederived) }
         if let blobs = reply.blobs { w.key("blobs"); w.stringArray(blobs) }
         w.close()
         return w.bytes
@@ -186,6 +189,7 @@ enum WorkerLine {
         reply.rss = v["rss"]?.int
         reply.digest = v["digest"]?.string
         reply.replaced = v["replaced"]?.string
+        reply.rederived = v["rederived"]?.bool
         if let blobs = v["blobs"]?.array { reply.blobs = blobs.compactMap(\.string) }
         return reply
     }

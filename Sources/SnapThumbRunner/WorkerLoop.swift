@@ -34,12 +34,12 @@ public struct WorkerLoop: Sendable {
             line.append(0x0A)
             outputLock.withLock { _ in try? output.write(contentsOf: line) }
         }
-        let committer: any UploadCommitter<(Int, Double, String?)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
+        let committer: any UploadCommitter<(Int, Double, String?, Bool)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
                 reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest),
-                            digest: upload.manifest.source.digest, replaced: tag.2,
+                            digest: upload.manifest.source.digest, replaced: tag.2, rederived: tag.3 ? true : nil,
                             blobs: store.knownBlobs != nil ? upload.blobs.map(\.hex) : nil))
             }
         }
@@ -56,8 +56,8 @@ public struct WorkerLoop: Sendable {
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
             switch prepared {
-            case .ready(let upload, let replacing):
-                committer.submit(upload, tag: (job.i, ms, replacing))
+            case .ready(let upload, let replacing, let rederiving):
+                committer.submit(upload, tag: (job.i, ms, replacing, rederiving))
                 reply(.init(i: job.i, outcome: "staged", ms: ms, code: nil, message: nil, variants: nil))
             case .done(.skipped):
                 reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil))
@@ -73,7 +73,7 @@ public struct WorkerLoop: Sendable {
     enum Prepared {
         /// Processed, waiting to be committed; `replacing` is the source digest of
         /// another upload's manifest that the publish will replace (`--on-conflict replace`).
-        case ready(ProcessedUpload, replacing: String?)
+        case ready(ProcessedUpload, replacing: String?, rederiving: Bool)
         /// Skipped or failed.
         case done(FileOutcome)
     }
@@ -87,6 +87,7 @@ public struct WorkerLoop: Sendable {
             let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
             let digest = "sha256:" + source.sha256Hex
             var replacing: String?
+            var rederiving = false
             if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,
                    existing.recipe.digest == pipeline.recipe.digest {
@@ -96,9 +97,9 @@ public struct WorkerLoop: Sendable {
                 if existing.source.digest != digest, store.onConflict == .refuse {
                     return .done(.failed(KeyConflict.conflict(key: key, existing: existing.source.digest, new: digest)))
                 }
-                if existing.source.digest != digest { replacing = existing.source.digest }
+                if existing.source.digest != digest { replacing = existing.source.digest } else { rederiving = true }
             }
-            return .ready(try pipeline.process(source, key: key, sourceDigest: digest), replacing: replacing)
+            return .ready(try pipeline.process(source, key: key, sourceDigest: digest), replacing: replacing, rederiving: rederiving)
         } catch let error as SnapError {
             return .done(.failed(error))
         } catch {

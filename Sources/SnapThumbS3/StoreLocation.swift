@@ -24,7 +24,7 @@ public struct S3StoreScheme: StoreScheme {
 public struct S3Sources: SourceReader {
     public let client: S3Client
 
-    public init(url: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    public init(url: String, environment: [String: String]) throws {
         let configuration = try S3Configuration(url: url, environment: environment)
         client = S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts))
     }

@@ -61,7 +61,11 @@ public final class Monitor<State>: @unchecked Sendable {
         public func wait(seconds: Double) -> Bool {
             var deadline = timespec()
             clock_gettime(CLOCK_MONOTONIC, &deadline)
-            let nanoseconds = Int(deadline.tv_nsec) + Int((max(0, seconds) * 1e9).rounded())
+            // Capped at about 31 years: a duration too long for a timespec (or infinite)
+            // waits that long rather than trapping.
+            let capped = seconds.isNaN ? 0 : min(max(0, seconds), 1e9)
+            let nanoseconds = Int(deadline.tv_nsec) + Int((capped.truncatingRemainder(dividingBy: 1) * 1e9).rounded())
+            deadline.tv_sec += Int(capped)
             deadline.tv_sec += nanoseconds / 1_000_000_000
             deadline.tv_nsec = nanoseconds % 1_000_000_000
             return pthread_cond_timedwait(monitor.condition, monitor.mutex, &deadline) == 0

@@ -156,7 +156,7 @@ struct BackfillCommand: ParsableCommand {
             var ignored = 0
             if S3Configuration.isS3URL(directory) {
                 let sources: S3Sources
-                do { sources = try S3Sources(url: directory) } catch let error as SnapError {
+                do { sources = try S3Sources(url: directory, environment: ProcessEnvironment.values) } catch let error as SnapError {
                     Console.failure(directory, code: error.code.rawValue, message: error.message)
                     throw ExitCode(2)
                 }

@@ -150,7 +150,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         try logging.bootstrap(file: layers.file)
         let logger = Logger(label: "snapthumb.consume")
-        let environment = ProcessInfo.processInfo.environment
+        let environment = ProcessEnvironment.values
 
         // Start-up checks, in the order a person would fix them: the queue (and its
         // credentials), the bucket the uploads are read from, the store.

@@ -38,7 +38,7 @@ struct LoggingOptions: ParsableArguments {
 
     /// Resolves format and level from these flags, then SNAPTHUMB_LOG_FORMAT / SNAPTHUMB_LOG_LEVEL,
     /// then `file` (the config file's values), then the defaults (text, info).
-    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment,
+    func resolve(environment: [String: String] = ProcessEnvironment.values,
                  file: (format: String?, level: String?, path: String)? = nil) throws -> (LogFormat, Logger.Level) {
         func pick(_ flag: String?, _ flagName: String, _ env: String, _ fileValue: String?, _ fileKey: String) -> (String, String)? {
             if let flag { return (flag, flagName) }

@@ -184,7 +184,7 @@ struct PipelineOptions: ParsableArguments {
     }
 
     /// The config layers: these flags, the environment, and the config file.
-    func layers(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ConfigLayers {
+    func layers(environment: [String: String] = ProcessEnvironment.values) throws -> ConfigLayers {
         do {
             let file = try ConfigLayers.loadFile(flag: config, environment: environment)
             var flags: [String: String] = [:]

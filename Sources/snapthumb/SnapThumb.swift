@@ -50,7 +50,7 @@ enum Main {
         var parsed: (any ParsableCommand.Type)?
         let arguments = Array(CommandLine.arguments.dropFirst())
         // A worker process inherits its parent's environment: the parent has warned already.
-        if arguments.first != "worker" { Console.defer(Suggestions.unknownEnvironment(ProcessInfo.processInfo.environment)) }
+        if arguments.first != "worker" { Console.defer(Suggestions.unknownEnvironment(ProcessEnvironment.values)) }
         do {
             var command = try SnapThumb.parseAsRoot()
             parsed = type(of: command)

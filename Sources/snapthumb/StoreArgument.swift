@@ -69,7 +69,7 @@ enum StoreArgument {
     static func open(_ argument: String, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
                      logger: Logger = stderrLogger) throws -> any StoreBackend {
         do {
-            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, environment: ProcessInfo.processInfo.environment))
+            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, environment: ProcessEnvironment.values))
             if allowUnconditionalWrites, store.directory == nil {
                 logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
                                metadata: ["snap.store": "\(store.location)"])

@@ -150,7 +150,7 @@ struct WatchCommand: AsyncParsableCommand {
         // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
         try StoreArgument.proveConditionalWrites(store, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
-                                   notifier: ServiceNotifier(environment: ProcessInfo.processInfo.environment))
+                                   notifier: ServiceNotifier(environment: ProcessEnvironment.values))
         let group = ServiceGroup(configuration: .init(
             services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -51,8 +51,8 @@ struct WorkerCommand: ParsableCommand {
             pipeline = try Pipeline(settings: settings)
             store = try StoreLocation.open(self.store, schemes: StoreArgument.schemes,
                                           options: StoreOpenOptions(onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger,
-                                                                    environment: ProcessInfo.processInfo.environment))
-            reader = try sources.map { try S3Sources(url: $0) } ?? LocalFiles()
+                                                                    environment: ProcessEnvironment.values))
+            reader = try sources.map { try S3Sources(url: $0, environment: ProcessEnvironment.values) } ?? LocalFiles()
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)

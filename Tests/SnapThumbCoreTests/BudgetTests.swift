@@ -1,10 +1,8 @@
-@testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @_spi(Benchmarks) @testable import SnapThumbCore
-@testable import SnapThumbRunner
 import VipsKit
 
 @Suite("Byte budgets")

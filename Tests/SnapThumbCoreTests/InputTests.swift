@@ -1,10 +1,8 @@
-@testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
-@testable import SnapThumbVerify
 import VipsKit
 
 @Suite("Bad input and limits")

@@ -1,7 +1,6 @@
-@testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
 import VipsKit

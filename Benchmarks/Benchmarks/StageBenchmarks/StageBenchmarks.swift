@@ -1,6 +1,7 @@
 import Benchmark
 import Foundation
 @_spi(Benchmarks) import SnapThumbCore
+@_spi(Benchmarks) import SnapThumbStore
 
 // One benchmark per pipeline stage, on a bundled sample snap: decode + square crop,
 // budget search, pixel art, sha256 + durable store write, manifest JSON, and the
@@ -54,7 +55,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("HashAndStore") { benchmark in
         let store = try temporaryStore()
         defer { try? FileManager.default.removeItem(atPath: store.root) }
-        for i in benchmark.scaledIterations { try BenchmarkSupport.hashAndStore(upload, salt: i, store: store) }
+        for i in benchmark.scaledIterations { try StoreBenchmarkSupport.hashAndStore(upload, salt: i, store: store) }
     }
 
     Benchmark("ManifestJSON") { benchmark in

@@ -13,7 +13,7 @@ import SnapThumbConfig
 /// place) and moved-to (renamed in); with `created`, also new links (a store publishing a
 /// manifest with link(2), which `bench` watches for). Runs on its own thread, blocked in
 /// poll(2) when idle.
-public final class InotifyWatcher: @unchecked Sendable {
+public final class InotifyWatcher: Sendable {
     public enum Event { case written(Name), movedIn(Name), created(Name), overflow }
 
     /// A name from an event: escaped when it is not UTF-8 (no file has that name then).
@@ -22,7 +22,6 @@ public final class InotifyWatcher: @unchecked Sendable {
     private let fd: Int32
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private let thread: Thread
     private let finished = DispatchSemaphore(value: 0)
 
     /// Starts watching `directory`. A batch of events for which `overflows` is true
@@ -47,7 +46,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         wakeRead = pipeFDs[0]
         wakeWrite = pipeFDs[1]
         let (wake, done) = (pipeFDs[0], finished)
-        thread = Thread {
+        let thread = Thread {
             Self.readLoop(fd: fd, wake: wake, overflows: overflows, logger: logger, onEvent: onEvent)
             done.signal()
         }

@@ -2,6 +2,7 @@
 @testable import SystemKit
 @testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
 import VipsKit

@@ -5,6 +5,7 @@
 import Glibc
 #endif
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
 import SnapThumbRunner

@@ -1,13 +1,12 @@
 #if canImport(Glibc)
 @testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Glibc
 #endif
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
-import VipsKit
 
 /// Creates a file at a byte-exact path (names that are not UTF-8 have no `String`).
 func createFile(bytes path: [UInt8], contents: [UInt8] = []) throws {

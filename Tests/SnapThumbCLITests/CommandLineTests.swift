@@ -9,21 +9,6 @@ import Testing
 @_spi(Testing) @testable import SnapThumbRunner
 import VipsKit
 
-/// Runs the real `snapthumb` binary.
-enum CLI {
-    static var binary: String {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("snapthumb").path
-        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
-        return "\(Fixtures.root)/.build/debug/snapthumb"
-    }
-
-    typealias Result = ChildProcess.Result
-
-    static func run(_ arguments: [String], environment: [String: String] = [:], binary: String = CLI.binary) throws -> Result {
-        try ChildProcess.run(binary, arguments, environment: environment)
-    }
-}
-
 @Suite("Command line", .serialized)
 struct CommandLineTests {
     @Test("process: a JSON line per manifest, '<file>: <code>: <message>' per failure, exit 1")

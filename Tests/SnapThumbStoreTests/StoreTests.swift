@@ -1,12 +1,9 @@
 @testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
-@testable import SnapThumbVerify
-@testable import SnapThumbRunner
-import VipsKit
 
 @Suite("Store, manifest, determinism")
 struct StoreTests {

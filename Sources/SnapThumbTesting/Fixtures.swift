@@ -1,34 +1,33 @@
-@testable import SnapThumbStore
-@testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
 import Testing
-@testable import SnapThumbCore
+import SnapThumbCore
+import SnapThumbStore
+import SystemKit
 import VipsKit
 import SnapThumbVerify
 
 /// Paths and helpers shared by the tests.
-enum Fixtures {
-    /// The repository root (this file is Tests/SnapThumbCoreTests/Support.swift).
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+public enum Fixtures {
+    /// The repository root (this file is Sources/SnapThumbTesting/Fixtures.swift).
+    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    static func sample(_ relative: String) -> String { "\(root)/Samples/\(relative)" }
+    public static func sample(_ relative: String) -> String { "\(root)/Samples/\(relative)" }
 
-    static func bytes(_ path: String) throws -> [UInt8] {
+    public static func bytes(_ path: String) throws -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else { throw SnapError(.io, "cannot read fixture \(path)") }
         return [UInt8](data)
     }
 
     /// A fresh temporary directory, removed by the caller's `defer`.
-    static func tempDirectory(_ name: String = "snapthumb-test") -> String {
+    public static func tempDirectory(_ name: String = "snapthumb-test") -> String {
         let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString)"
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }
 
-    static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
+    public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
-    static func pipeline(_ edit: (inout Settings) -> Void = { _ in }) throws -> Pipeline {
+    public static func pipeline(_ edit: (inout Settings) -> Void = { _ in }) throws -> Pipeline {
         var settings = Settings()
         edit(&settings)
         return try Pipeline(settings: settings)
@@ -37,7 +36,7 @@ enum Fixtures {
     /// Runs the pipeline on bytes. Every manifest a test makes this way is also
     /// checked against the published JSON Schema, so that the writer and the schema
     /// cannot drift apart on any input the suite uses.
-    static func process(_ bytes: [UInt8], key: String = "test.jpg", _ edit: (inout Settings) -> Void = { _ in }) throws -> ProcessedUpload {
+    public static func process(_ bytes: [UInt8], key: String = "test.jpg", _ edit: (inout Settings) -> Void = { _ in }) throws -> ProcessedUpload {
         let upload = try pipeline(edit).process(SourceBuffer(bytes), key: key)
         let problems = schema.validate(upload.manifest.json(pretty: true))
         #expect(problems == [], "manifest of \(key) fails the schema")
@@ -45,20 +44,20 @@ enum Fixtures {
     }
 
     /// The manifest schema SnapThumb ships (the same resource `verify` uses).
-    static let schema = try! ManifestSchema.validator()
+    public static let schema = try! ManifestSchema.validator()
 
     /// The blob of a variant.
-    static func blob(_ upload: ProcessedUpload, _ variant: String) -> [UInt8] {
+    public static func blob(_ upload: ProcessedUpload, _ variant: String) -> [UInt8] {
         let hex = String(upload.manifest.variants[variant]!.digest.dropFirst("sha256:".count))
         return upload.blobs.first { $0.hex == hex }!.bytes
     }
 
     /// A JPEG made by libvips from generated pixels (a gradient with a bright block top-left).
-    static func syntheticJPEG(width: Int = 320, height: Int = 240, quality: Int = 90) throws -> [UInt8] {
+    public static func syntheticJPEG(width: Int = 320, height: Int = 240, quality: Int = 90) throws -> [UInt8] {
         try VImage.fromRGB(syntheticRGB(width: width, height: height), width: width, height: height).jpeg(quality: quality)
     }
 
-    static func syntheticRGB(width: Int, height: Int) -> [UInt8] {
+    public static func syntheticRGB(width: Int, height: Int) -> [UInt8] {
         var rgb = [UInt8](repeating: 0, count: width * height * 3)
         for y in 0..<height {
             for x in 0..<width {
@@ -74,28 +73,28 @@ enum Fixtures {
 }
 
 /// Decoded pixels of an encoded image, 8-bit.
-struct Pixels {
-    let width: Int, height: Int, bands: Int
-    let data: [UInt8]
+public struct Pixels {
+    public let width: Int, height: Int, bands: Int
+    public let data: [UInt8]
 
-    init(encoded bytes: [UInt8]) throws {
+    public init(encoded bytes: [UInt8]) throws {
         let image = try VImage.load(SourceBuffer(bytes), options: "")
         width = image.width; height = image.height; bands = image.bands
         data = try image.pixels()
     }
 
-    init(image: VImage) throws {
+    public init(image: VImage) throws {
         width = image.width; height = image.height; bands = image.bands
         data = try image.pixels()
     }
 
-    func pixel(_ x: Int, _ y: Int) -> [Int] {
+    public func pixel(_ x: Int, _ y: Int) -> [Int] {
         let i = (y * width + x) * bands
         return (0..<bands).map { Int(data[i + $0]) }
     }
 
     /// Mean absolute difference per channel against another image of the same size.
-    func meanDifference(_ other: Pixels) -> Double {
+    public func meanDifference(_ other: Pixels) -> Double {
         precondition(width == other.width && height == other.height && bands == other.bands, "sizes differ")
         var total = 0
         for i in 0..<data.count { total += abs(Int(data[i]) - Int(other.data[i])) }
@@ -104,12 +103,12 @@ struct Pixels {
 
     /// Mean absolute difference of `cells`×`cells` block averages: compares
     /// colour region by region while ignoring texture, noise and resampling.
-    func blockDifference(_ other: Pixels, cells: Int = 10) -> Double {
+    public func blockDifference(_ other: Pixels, cells: Int = 10) -> Double {
         let a = blockMeans(cells), b = other.blockMeans(cells)
         return zip(a, b).map { abs($0 - $1) }.reduce(0, +) / Double(a.count)
     }
 
-    func blockMeans(_ cells: Int) -> [Double] {
+    public func blockMeans(_ cells: Int) -> [Double] {
         var sums = [Double](repeating: 0, count: cells * cells * bands)
         var counts = [Double](repeating: 0, count: cells * cells)
         for y in 0..<height {
@@ -123,7 +122,7 @@ struct Pixels {
     }
 
     /// Mean of each band.
-    var means: [Double] {
+    public var means: [Double] {
         (0..<bands).map { b in
             var sum = 0
             for i in stride(from: b, to: data.count, by: bands) { sum += Int(data[i]) }
@@ -131,7 +130,7 @@ struct Pixels {
         }
     }
 
-    var colours: Set<[UInt8]> {
+    public var colours: Set<[UInt8]> {
         var set = Set<[UInt8]>()
         for i in stride(from: 0, to: data.count, by: bands) { set.insert(Array(data[i..<i + bands])) }
         return set
@@ -139,7 +138,7 @@ struct Pixels {
 }
 
 /// JPEG marker segments (APPn, COM, …) up to the start of scan.
-func jpegMarkers(_ bytes: [UInt8]) -> [UInt8] {
+public func jpegMarkers(_ bytes: [UInt8]) -> [UInt8] {
     var markers: [UInt8] = []
     var i = 2
     while i + 4 <= bytes.count, bytes[i] == 0xFF {
@@ -153,7 +152,7 @@ func jpegMarkers(_ bytes: [UInt8]) -> [UInt8] {
 }
 
 /// PNG chunk types in order.
-func pngChunks(_ bytes: [UInt8]) -> [String] {
+public func pngChunks(_ bytes: [UInt8]) -> [String] {
     var chunks: [String] = []
     var i = 8
     while i + 8 <= bytes.count {
@@ -165,7 +164,7 @@ func pngChunks(_ bytes: [UInt8]) -> [String] {
 }
 
 /// Finds a byte sequence.
-func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
+public func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
     let n = Array(needle.utf8)
     guard haystack.count >= n.count else { return false }
     for i in 0...(haystack.count - n.count) where haystack[i] == n[0] && Array(haystack[i..<i + n.count]) == n { return true }
@@ -173,14 +172,14 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
 }
 
 /// Inserts an APP1 EXIF segment right after a JPEG's SOI.
-func insertingEXIF(_ jpeg: [UInt8], payload: [UInt8]) -> [UInt8] {
+public func insertingEXIF(_ jpeg: [UInt8], payload: [UInt8]) -> [UInt8] {
     let body = Array("Exif".utf8) + [0, 0] + payload
     let length = body.count + 2
     return [0xFF, 0xD8, 0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + body + jpeg[2...]
 }
 
 /// A little-endian TIFF header with one IFD0 entry: Orientation = value.
-func exifOrientation(_ value: UInt16) -> [UInt8] {
+public func exifOrientation(_ value: UInt16) -> [UInt8] {
     var t: [UInt8] = Array("II".utf8) + [42, 0, 8, 0, 0, 0]
     t += [1, 0] // one entry
     t += [0x12, 0x01, 3, 0, 1, 0, 0, 0, UInt8(value & 0xFF), UInt8(value >> 8), 0, 0]

@@ -1,6 +1,7 @@
 @testable import SystemKit
 @testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 
 /// Every ```sh block of README.md runs against the built binary (Scripts/check-readme.sh), so the

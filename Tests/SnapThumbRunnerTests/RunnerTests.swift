@@ -1,12 +1,10 @@
 @testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
 import Testing
 import SnapThumbCore
 @_spi(Testing) import SnapThumbRunner
 @_spi(Testing) import SnapThumbTesting
-import SnapThumbVerify
 
 /// A source that gives out jobs as a test adds them and ends when told, as the
 /// watch daemon's claims do.

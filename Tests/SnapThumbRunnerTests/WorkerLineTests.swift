@@ -1,7 +1,7 @@
 @testable import SnapThumbStore
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
+@_spi(Testing) import SnapThumbTesting
 import Testing
 import SnapThumbCore
 @testable import SnapThumbRunner
