@@ -2,7 +2,6 @@ import Foundation
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
-import SnapThumbVerify
 import VipsKit
 import SystemKit
 

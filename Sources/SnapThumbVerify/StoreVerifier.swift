@@ -1,7 +1,6 @@
 import Foundation
 import SnapThumbCore
 import SnapThumbStore
-import SnapThumbRunner
 import VipsKit
 import SystemKit
 
