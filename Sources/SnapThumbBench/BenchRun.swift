@@ -4,6 +4,7 @@ import SnapThumbStore
 import SnapThumbRunner
 import VipsKit
 import SystemKit
+import Synchronization
 
 /// What `snapthumb bench` measures and how.
 public struct BenchOptions: Sendable {
@@ -242,12 +243,10 @@ public struct Bench: Sendable {
     /// Gathers variant statistics and worker memory as results arrive (from other
     /// threads). Manifests are not kept: over 10,000 images they would be this
     /// process's largest use of memory and hide the workers' own.
-    private final class Collector: @unchecked Sendable {
-        private let lock = NSLock()
+    private final class Collector: Sendable {
         private let warmAfter: Int
         private let threads: Bool
-        private var done = 0
-        private var state = (variants: [String: VariantStats](), peakRSS: 0, warmRSS: Int?.none)
+        private let state = Mutex((done: 0, variants: [String: VariantStats](), peakRSS: 0, warmRSS: Int?.none))
 
         init(warmAfter: Int, threads: Bool) {
             self.warmAfter = warmAfter
@@ -256,20 +255,18 @@ public struct Bench: Sendable {
 
         func add(_ result: FileResult) {
             let rss = threads ? ResourceUsage.ownPeakRSSBytes : result.workerPeakRSSBytes ?? 0
-            lock.lock()
-            defer { lock.unlock() }
-            done += 1
-            if case .processed(let variants) = result.outcome {
-                for (name, variant) in variants { state.variants[name, default: VariantStats()].add(variant) }
+            state.withLock { state in
+                state.done += 1
+                if case .processed(let variants) = result.outcome {
+                    for (name, variant) in variants { state.variants[name, default: VariantStats()].add(variant) }
+                }
+                state.peakRSS = max(state.peakRSS, rss)
+                if state.done == warmAfter { state.warmRSS = state.peakRSS }
             }
-            state.peakRSS = max(state.peakRSS, rss)
-            if done == warmAfter { state.warmRSS = state.peakRSS }
         }
 
         var result: (variants: [String: VariantStats], peakRSS: Int, warmRSS: Int?) {
-            lock.lock()
-            defer { lock.unlock() }
-            return state
+            state.withLock { ($0.variants, $0.peakRSS, $0.warmRSS) }
         }
     }
 

@@ -99,37 +99,38 @@ public enum WatchLatency {
     /// Send and arrival times, shared by the sender and the inotify thread. Either may be
     /// noted first (the sender notes its time after the rename returns); the latency is
     /// taken once both are known, and the wait ends when every file has one.
-    private final class Arrivals: @unchecked Sendable {
-        private let condition = NSCondition()
-        private var sentAt: [Double?]
-        private var arrivedAt: [Double?]
-        private var latencies: [Double] = []
-        private var finished = false
+    private final class Arrivals: Sendable {
+        private struct State {
+            var sentAt: [Double?]
+            var arrivedAt: [Double?]
+            var latencies: [Double] = []
+            var finished = false
+        }
+        private let monitor: Monitor<State>
 
         init(count: Int) {
-            sentAt = Array(repeating: nil, count: count)
-            arrivedAt = Array(repeating: nil, count: count)
+            monitor = Monitor(State(sentAt: Array(repeating: nil, count: count), arrivedAt: Array(repeating: nil, count: count)))
         }
 
-        func sent(_ i: Int, at time: Double) { note(i) { sentAt[i] = time } }
-        func arrived(_ i: Int, at time: Double) { note(i) { if arrivedAt[i] == nil { arrivedAt[i] = time } } }
+        func sent(_ i: Int, at time: Double) { note(i) { $0.sentAt[i] = time } }
+        func arrived(_ i: Int, at time: Double) { note(i) { if $0.arrivedAt[i] == nil { $0.arrivedAt[i] = time } } }
 
-        private func note(_ i: Int, _ change: () -> Void) {
-            condition.lock()
-            defer { condition.unlock() }
-            let before = sentAt[i] != nil && arrivedAt[i] != nil
-            change()
-            guard !before, let sent = sentAt[i], let arrived = arrivedAt[i] else { return }
-            latencies.append(max(0, arrived - sent))
-            if latencies.count == sentAt.count { finished = true; condition.broadcast() }
+        private func note(_ i: Int, _ change: (inout State) -> Void) {
+            monitor.withLock { locked in
+                let before = locked.state.sentAt[i] != nil && locked.state.arrivedAt[i] != nil
+                change(&locked.state)
+                guard !before, let sent = locked.state.sentAt[i], let arrived = locked.state.arrivedAt[i] else { return }
+                locked.state.latencies.append(max(0, arrived - sent))
+                if locked.state.latencies.count == locked.state.sentAt.count { locked.state.finished = true; locked.broadcast() }
+            }
         }
 
-        func finish() { condition.lock(); finished = true; condition.broadcast(); condition.unlock() }
+        func finish() { monitor.withLock { $0.state.finished = true; $0.broadcast() } }
         func wait() -> [Double] {
-            condition.lock()
-            defer { condition.unlock() }
-            while !finished { condition.wait() }
-            return latencies
+            monitor.withLock { locked in
+                while !locked.state.finished { locked.wait() }
+                return locked.state.latencies
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 
 /// An OAuth 2.0 access token and when it expires. `description` never shows the value.
@@ -129,32 +130,36 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
     }
 }
 
-private final class TokenCache: @unchecked Sendable {
-    private let lock = NSLock()
-    private var token: AccessToken?
-    private var refreshAt = Date.distantPast
+private final class TokenCache: Sendable {
+    private struct State {
+        var token: AccessToken?
+        var refreshAt = Date.distantPast
+    }
+    private let state = Mutex(State())
 
     func fresh(at now: Date) -> AccessToken? {
-        lock.lock(); defer { lock.unlock() }
-        return now < refreshAt ? token : nil
+        state.withLock { now < $0.refreshAt ? $0.token : nil }
     }
 
     func unexpired(at now: Date, margin: Double) -> AccessToken? {
-        lock.lock(); defer { lock.unlock() }
-        guard let token, now.addingTimeInterval(margin) < token.expiresAt else { return nil }
-        return token
+        state.withLock { state in
+            guard let token = state.token, now.addingTimeInterval(margin) < token.expiresAt else { return nil }
+            return token
+        }
     }
 
     func store(_ token: AccessToken, refreshAt: Date) {
-        lock.lock(); defer { lock.unlock() }
-        self.token = token
-        self.refreshAt = refreshAt
+        state.withLock { state in
+            state.token = token
+            state.refreshAt = refreshAt
+        }
     }
 
     func clear() {
-        lock.lock(); defer { lock.unlock() }
-        token = nil
-        refreshAt = .distantPast
+        state.withLock { state in
+            state.token = nil
+            state.refreshAt = .distantPast
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SystemKit
 
 /// An async call run for a thread-based caller (the runner's job sources are threads):
 /// it starts at once on the concurrency pool; `wait()` blocks the calling thread for
@@ -26,21 +27,20 @@ public final class BlockingCall<Value: Sendable>: Sendable {
     public func cancel() { task.cancel() }
 }
 
-private final class Outcome<Value: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var result: Result<Value, any Error>?
+private final class Outcome<Value: Sendable>: Sendable {
+    private let result = Monitor<Result<Value, any Error>?>(nil)
 
     func set(_ result: Result<Value, any Error>) {
-        condition.lock()
-        self.result = result
-        condition.broadcast()
-        condition.unlock()
+        self.result.withLock { locked in
+            locked.state = result
+            locked.broadcast()
+        }
     }
 
     func wait() -> Result<Value, any Error> {
-        condition.lock()
-        defer { condition.unlock() }
-        while result == nil { condition.wait() }
-        return result!
+        result.withLock { locked in
+            while locked.state == nil { locked.wait() }
+            return locked.state!
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -131,39 +132,41 @@ public final class HTTPTransport: Sendable {
 }
 
 /// The waiting half of a blocking send.
-private final class Box: @unchecked Sendable {
+private final class Box: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
-    private var result: Result<HTTPResponse, any Error>?
+    private let result = Mutex<Result<HTTPResponse, any Error>?>(nil)
     func set(_ r: Result<HTTPResponse, any Error>) {
-        result = r
+        result.withLock { $0 = r }
         semaphore.signal()
     }
     func wait() -> Result<HTTPResponse, any Error> {
         semaphore.wait()
-        return result!
+        return result.withLock { $0! }
     }
 }
 
 /// The task of an async send, so that cancellation (which may come first) reaches it.
-private final class TaskHolder: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: URLSessionDataTask?
-    private var cancelled = false
+private final class TaskHolder: Sendable {
+    private struct State {
+        var task: URLSessionDataTask?
+        var cancelled = false
+    }
+    private let state = Mutex(State())
 
     func start(_ task: URLSessionDataTask) {
-        lock.lock()
-        self.task = task
-        let cancelled = self.cancelled
-        lock.unlock()
+        let cancelled = state.withLock { state in
+            state.task = task
+            return state.cancelled
+        }
         task.resume()
         if cancelled { task.cancel() }
     }
 
     func cancel() {
-        lock.lock()
-        cancelled = true
-        let task = self.task
-        lock.unlock()
+        let task = state.withLock { state in
+            state.cancelled = true
+            return state.task
+        }
         task?.cancel()
     }
 }

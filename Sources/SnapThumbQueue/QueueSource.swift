@@ -4,6 +4,7 @@ import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
+import SystemKit
 
 
 /// The runner's job source in `consume`: uploads announced on a queue. It only says what
@@ -21,7 +22,7 @@ import SnapThumbRunner
 ///
 /// Messages held longer than half their lease get it extended. A message is deleted only
 /// after all of that: a worker killed with -9 loses nothing, its messages come back.
-final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `condition`, which the runner waits on
+final class QueueSource: JobSource, Sendable {
     let queue: any MessageQueue
     let deadLetters: (any DeadLetterSink)?
     let scope: SourceScope
@@ -33,19 +34,23 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     let capacity: Int
     private let backoff = Backoff()
 
-    private let condition = NSCondition()
-    private var ready: [Job] = []
-    /// Held messages by message id.
-    private var held: [String: Held] = [:]
-    /// Message ids of the jobs given to the runner, by source path, in the order given.
-    private var dealt: [String: [String]] = [:]
-    private var stopped = false
-    private var pausedUntil = 0.0
-    /// When the receive loop last went round (uptime seconds), for the watchdog.
-    private var lastLoop = ProcessInfo.processInfo.systemUptime
+    /// All the mutable state; the runner waits on it for jobs.
+    private let monitor = Monitor(State())
     private let cancellation = ReceiveCancellation()
     /// Deletes, releases and dead letters under way (they run off the runner's threads).
     private let settling = DispatchGroup()
+
+    private struct State {
+        var ready: [Job] = []
+        /// Held messages by message id.
+        var held: [String: Held] = [:]
+        /// Message ids of the jobs given to the runner, by source path, in the order given.
+        var dealt: [String: [String]] = [:]
+        var stopped = false
+        var pausedUntil = 0.0
+        /// When the receive loop last went round (uptime seconds), for the watchdog.
+        var lastLoop = ProcessInfo.processInfo.systemUptime
+    }
 
     struct Job {
         let entry: FileWalker.Entry
@@ -87,27 +92,26 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
 
     func next(waitingUpTo timeout: Double) -> JobSourceItem {
         let deadline = Date(timeIntervalSinceNow: max(0, timeout))
-        condition.lock()
-        defer { condition.unlock() }
-        while ready.isEmpty && !stopped {
-            if !condition.wait(until: deadline) { break }
+        return monitor.withLock { locked in
+            while locked.state.ready.isEmpty && !locked.state.stopped {
+                if !locked.wait(seconds: deadline.timeIntervalSinceNow) { break }
+            }
+            if locked.state.stopped { return .ended }
+            guard !locked.state.ready.isEmpty else { return .notYet }
+            let job = locked.state.ready.removeFirst()
+            locked.state.dealt[job.entry.path, default: []].append(job.messageID)
+            return .job(job.entry)
         }
-        if stopped { return .ended }
-        guard !ready.isEmpty else { return .notYet }
-        let job = ready.removeFirst()
-        dealt[job.entry.path, default: []].append(job.messageID)
-        return .job(job.entry)
     }
 
     var remaining: Int? { nil }
 
     /// Messages held now (received, not yet deleted or released).
-    var count: Int { condition.lock(); defer { condition.unlock() }; return held.count }
+    var count: Int { monitor.withLock { $0.state.held.count } }
 
     /// Seconds since the receive loop last went round.
     var secondsSinceLoop: Double {
-        condition.lock(); defer { condition.unlock() }
-        return ProcessInfo.processInfo.systemUptime - lastLoop
+        monitor.withLock { ProcessInfo.processInfo.systemUptime - $0.state.lastLoop }
     }
 
     // MARK: Receiving
@@ -115,18 +119,21 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     /// The receive loop; returns after ``stop()``.
     func receiveLoop() {
         while true {
-            condition.lock()
-            lastLoop = ProcessInfo.processInfo.systemUptime
-            if stopped { condition.unlock(); return }
-            let now = wallNow()
-            if pausedUntil > now || held.count >= capacity {
-                // Paused after a transient failure, or holding all it may: wait (a conclusion or stop wakes it).
-                _ = condition.wait(until: Date(timeIntervalSince1970: min(pausedUntil > now ? pausedUntil : now + 1, now + 1)))
-                condition.unlock()
-                continue
+            // nil: stopped; 0: it waited (paused or full), so look again.
+            let room: Int? = monitor.withLock { locked in
+                locked.state.lastLoop = ProcessInfo.processInfo.systemUptime
+                if locked.state.stopped { return nil }
+                let now = wallNow()
+                let pausedUntil = locked.state.pausedUntil
+                if pausedUntil > now || locked.state.held.count >= capacity {
+                    // Paused after a transient failure, or holding all it may: wait (a conclusion or stop wakes it).
+                    locked.wait(seconds: min(pausedUntil > now ? pausedUntil : now + 1, now + 1) - wallNow())
+                    return 0
+                }
+                return min(10, capacity - locked.state.held.count)
             }
-            let room = min(10, capacity - held.count)
-            condition.unlock()
+            guard let room else { return }
+            if room == 0 { continue }
             let messages: [QueueMessage]
             // A lease starts when the queue hands the message out: count it from before asking.
             let asked = wallNow()
@@ -146,9 +153,7 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     }
 
     private func pause(for seconds: Double) {
-        condition.lock()
-        pausedUntil = max(pausedUntil, wallNow() + seconds)
-        condition.unlock()
+        monitor.withLock { $0.state.pausedUntil = max($0.state.pausedUntil, wallNow() + seconds) }
     }
 
     /// Turns one message into jobs, or settles it at once when it has none.
@@ -159,22 +164,26 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
         var meta: Logger.Metadata = ["snap.message_id": "\(message.id)"]
         if let deliveries = message.deliveries { meta["snap.deliveries"] = "\(deliveries)" }
 
-        condition.lock()
-        if stopped {
-            condition.unlock()
-            settle(Held(message: message, pending: 0, leaseUntil: 0, abandoned: true))
-            return
-        }
-        if var existing = held[message.id] {
+        enum Seen { case afterStop, alreadyHeld, new }
+        let seen = monitor.withLock { locked -> Seen in
+            if locked.state.stopped { return .afterStop }
+            guard var existing = locked.state.held[message.id] else { return .new }
             // Delivered again while this worker still holds it (its lease ran out): keep the newest receipt.
             existing.message = message
             existing.leaseUntil = leaseFrom + queue.leaseSeconds
-            held[message.id] = existing
-            condition.unlock()
+            locked.state.held[message.id] = existing
+            return .alreadyHeld
+        }
+        switch seen {
+        case .afterStop:
+            settle(Held(message: message, pending: 0, leaseUntil: 0, abandoned: true))
+            return
+        case .alreadyHeld:
             logger.debug("received a message this worker already holds; its work goes on", metadata: meta)
             return
+        case .new:
+            break
         }
-        condition.unlock()
 
         guard let events = decode(message) else {
             metrics.refused(ErrorCode.unsupported.rawValue)
@@ -211,11 +220,11 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
             settle(Held(message: message, pending: 0, leaseUntil: 0))
             return
         }
-        condition.lock()
-        held[message.id] = Held(message: message, pending: jobs.count, leaseUntil: leaseFrom + queue.leaseSeconds)
-        ready.append(contentsOf: jobs)
-        condition.broadcast()
-        condition.unlock()
+        monitor.withLock { locked in
+            locked.state.held[message.id] = Held(message: message, pending: jobs.count, leaseUntil: leaseFrom + queue.leaseSeconds)
+            locked.state.ready.append(contentsOf: jobs)
+            locked.broadcast()
+        }
         if !notes.isEmpty {
             meta["snap.reason"] = "\(notes.joined(separator: "; "))"
             logger.info("ignored part of a message", metadata: meta)
@@ -229,33 +238,37 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
         let entry = result.entry
         var meta: Logger.Metadata = ["snap.key": "\(entry.relativePath)", "snap.ms": "\(String(format: "%.1f", result.milliseconds))"]
         if result.attempts > 1 { meta["snap.attempts"] = "\(result.attempts)" }
-        condition.lock()
-        guard var ids = dealt[entry.path], !ids.isEmpty else {
-            condition.unlock()
+        // dealt: false when this source did not give the runner that job; concluded: nil when its message is settled already.
+        let (dealt, concluded) = monitor.withLock { locked -> (Bool, (id: String, message: Held)?) in
+            guard var ids = locked.state.dealt[entry.path], !ids.isEmpty else { return (false, nil) }
+            let id = ids.removeFirst()
+            locked.state.dealt[entry.path] = ids.isEmpty ? nil : ids
+            guard var message = locked.state.held[id] else { return (true, nil) }
+            message.pending -= 1
+            let refusal: SnapError?
+            switch result.outcome {
+            case .processed: refusal = nil
+            case .skipped: refusal = nil
+            case .failed(let error) where error.code.isTransient:
+                refusal = nil
+                message.transient = error
+            case .failed(let error), .crashed(let error), .timedOut(let error): refusal = error
+            case .abandoned:
+                refusal = nil
+                message.abandoned = true
+            }
+            if let refusal { message.refusals.append(Refusal(key: entry.relativePath, object: entry.path, error: refusal)) }
+            if message.pending > 0 { locked.state.held[id] = message } else { locked.state.held[id] = nil }
+            locked.broadcast()
+            return (true, (id, message))
+        }
+        guard dealt else {
             logger.error("the runner reported a job this worker did not give it", metadata: meta)
             return
         }
-        let id = ids.removeFirst()
-        dealt[entry.path] = ids.isEmpty ? nil : ids
-        guard var message = held[id] else { condition.unlock(); return }
+        guard let concluded else { return }
+        let (id, message) = concluded
         meta["snap.message_id"] = "\(id)"
-        message.pending -= 1
-        let refusal: SnapError?
-        switch result.outcome {
-        case .processed: refusal = nil
-        case .skipped: refusal = nil
-        case .failed(let error) where error.code.isTransient:
-            refusal = nil
-            message.transient = error
-        case .failed(let error), .crashed(let error), .timedOut(let error): refusal = error
-        case .abandoned:
-            refusal = nil
-            message.abandoned = true
-        }
-        if let refusal { message.refusals.append(Refusal(key: entry.relativePath, object: entry.path, error: refusal)) }
-        if message.pending > 0 { held[id] = message } else { held[id] = nil }
-        condition.broadcast()
-        condition.unlock()
 
         switch result.outcome {
         case .processed:
@@ -340,14 +353,15 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     func extendLeases() {
         let lease = queue.leaseSeconds
         let now = wallNow()
-        condition.lock()
-        var due: [QueueMessage] = []
-        for (id, var message) in held where message.leaseUntil - now < lease / 2 {
-            message.leaseUntil = now + lease
-            held[id] = message
-            due.append(message.message)
+        let due = monitor.withLock { locked in
+            var due: [QueueMessage] = []
+            for (id, var message) in locked.state.held where message.leaseUntil - now < lease / 2 {
+                message.leaseUntil = now + lease
+                locked.state.held[id] = message
+                due.append(message.message)
+            }
+            return due
         }
-        condition.unlock()
         for message in due {
             do { try queue.setLease(message, seconds: lease) } catch {
                 logger.warning("cannot extend a message's lease; another worker may get it too (the store publishes once)", metadata: [
@@ -359,19 +373,20 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     /// Stops receiving (a long poll under way is cancelled) and releases the messages whose
     /// jobs the runner has not taken yet; jobs in flight end through ``conclude(_:)``.
     func stop() {
-        condition.lock()
-        stopped = true
-        let left = ready
-        ready = []
-        var settled: [Held] = []
-        for job in left {
-            guard var message = held[job.messageID] else { continue }
-            message.pending -= 1
-            message.abandoned = true
-            if message.pending == 0 { held[job.messageID] = nil; settled.append(message) } else { held[job.messageID] = message }
+        let settled = monitor.withLock { locked in
+            locked.state.stopped = true
+            let left = locked.state.ready
+            locked.state.ready = []
+            var settled: [Held] = []
+            for job in left {
+                guard var message = locked.state.held[job.messageID] else { continue }
+                message.pending -= 1
+                message.abandoned = true
+                if message.pending == 0 { locked.state.held[job.messageID] = nil; settled.append(message) } else { locked.state.held[job.messageID] = message }
+            }
+            locked.broadcast()
+            return settled
         }
-        condition.broadcast()
-        condition.unlock()
         // A receive whose answer is already on its way would lose that answer to a cancel (its
         // messages stay hidden for a whole visibility timeout): give it a moment to land (it is
         // then released); a long poll that is merely waiting is cancelled after that.
@@ -382,14 +397,15 @@ final class QueueSource: JobSource, @unchecked Sendable {  // all state behind `
     /// After the runner has returned: releases anything still held, and waits until every
     /// delete, release and dead letter under way is done.
     func finish() {
-        condition.lock()
-        let left = held.values.map { message -> Held in var m = message; m.abandoned = true; return m }
-        held = [:]
-        condition.unlock()
+        let left = monitor.withLock { locked in
+            let left = locked.state.held.values.map { message -> Held in var m = message; m.abandoned = true; return m }
+            locked.state.held = [:]
+            return left
+        }
         for message in left { settle(message) }
         settling.wait()
     }
 
     /// Messages released at shutdown are counted by the caller from the log; this is for tests.
-    var isStopped: Bool { condition.lock(); defer { condition.unlock() }; return stopped }
+    var isStopped: Bool { monitor.withLock { $0.state.stopped } }
 }

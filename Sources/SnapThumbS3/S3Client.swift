@@ -9,6 +9,7 @@ import Logging
 import SnapThumbCore
 import SnapThumbStore
 import SystemKit
+import Synchronization
 
 /// One object of a listing.
 public struct S3Object: Sendable, Equatable {
@@ -336,24 +337,23 @@ public final class S3Client: Sendable {
     }
 }
 
-private final class ResultBox: @unchecked Sendable {
+private final class ResultBox: Sendable {  // `result` is set before the semaphore signals, read after
     private let semaphore = DispatchSemaphore(value: 0)
-    private var result: Result<S3Response, Error>?
+    private let result = Mutex<Result<S3Response, Error>?>(nil)
     func set(_ r: Result<S3Response, Error>) {
-        result = r
+        result.withLock { $0 = r }
         semaphore.signal()
     }
     func wait() -> Result<S3Response, Error> {
         semaphore.wait()
-        return result!
+        return result.withLock { $0! }
     }
 }
 
-final class RequestCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() { lock.lock(); count += 1; lock.unlock() }
-    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+final class RequestCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }
 
 /// The few XML documents S3 answers with, read with Foundation's XMLParser.

@@ -3,6 +3,7 @@ import Logging
 import SnapThumbCore
 import SnapThumbStore
 import SystemKit
+import Synchronization
 
 /// The bucket backend: the directory store's layout and bytes under
 /// `s3://BUCKET/PREFIX`.
@@ -22,27 +23,29 @@ import SystemKit
 ///   make a manifest unreadable (and then a `conflict` unless `replace`).
 /// - What exists is remembered (`knownBlobs`): objects this process wrote, what
 ///   its parent passed on, and, after `prepareForBackfill`, everything a listing showed.
-public final class S3Store: StoreBackend, @unchecked Sendable {
+public final class S3Store: StoreBackend, Sendable {
     public let client: S3Client
     public let onConflict: ConflictPolicy
     /// Uploads in flight at once in a committer.
     public let concurrency: Int
     public let knownBlobs: KnownBlobs? = KnownBlobs()
     private let logger: Logger
-    private let lock = NSLock()
-    /// Keys with a manifest; nil until a listing has been made (then a backfill
-    /// asks `isKnownAbsent` and makes no request for an absent key).
-    private var knownManifests: Set<String>?
+    private struct State {
+        /// Keys with a manifest; nil until a listing has been made (then a backfill
+        /// asks `isKnownAbsent` and makes no request for an absent key).
+        var knownManifests: Set<String>?
+        var createOnly: CreateOnlyCheck
+    }
+    private let state: Mutex<State>
     /// Held while the create-only probe runs: other committer threads wait for its answer.
-    private let probeLock = NSLock()
-    private var createOnly: CreateOnlyCheck
+    private let probing = Mutex(())
 
     public init(client: S3Client, onConflict: ConflictPolicy = .refuse, concurrency: Int = 16, logger: Logger = Logger(label: "snapthumb.s3")) {
         self.client = client
         self.onConflict = onConflict
         self.concurrency = max(1, concurrency)
         self.logger = logger
-        createOnly = client.configuration.createOnlyCheck
+        state = Mutex(State(createOnly: client.configuration.createOnlyCheck))
     }
 
     /// Opens `s3://BUCKET/PREFIX` with the environment's configuration and checks,
@@ -67,7 +70,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         var options: [String] = []
         if configuration.provider != .s3 { options.append("provider=\(configuration.provider.rawValue)") }
         options.append("path-style=\(configuration.pathStyle)")
-        let check = locked { createOnly }
+        let check = state.withLock { $0.createOnly }
         if check != .probe { options.append("create-only=\(check.rawValue)") }
         return location + "?" + options.joined(separator: "&")
     }
@@ -103,7 +106,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     }
 
     public func isKnownAbsent(_ key: String) -> Bool {
-        locked { knownManifests.map { !$0.contains(key) } ?? false }
+        state.withLock { $0.knownManifests.map { !$0.contains(key) } ?? false }
     }
 
     public func prepareForBackfill() throws {
@@ -116,7 +119,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
             let name = object.key.split(separator: "/").last.map(String.init) ?? ""
             return name.count == 64 && object.size > 0 ? name : nil
         }
-        locked { knownManifests = Set(manifests) }
+        state.withLock { $0.knownManifests = Set(manifests) }
         knownBlobs?.insert(contentsOf: blobs)
     }
 
@@ -133,24 +136,24 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     /// the probe exists, two on a new prefix. A server that accepts the overwrite
     /// is a `config` error naming the header and the endpoint; nothing is published.
     public func proveConditionalWrites() throws {
-        probeLock.lock()
-        defer { probeLock.unlock() }
-        guard locked({ createOnly }) == .probe else { return }
-        let header = configuration.provider == .gcs ? "x-goog-if-generation-match: 0" : "If-None-Match: *"
-        var answers: [Int] = []
-        for _ in 0 ..< 2 {
-            let response = try client.put(blobKey(Self.probeHex), body: Self.probeBytes, contentType: "text/plain; charset=utf-8", createOnly: true)
-            if response.status == 412 {
-                locked { createOnly = .proven }
-                knownBlobs?.insert(contentsOf: [Self.probeHex])
-                return
+        try probing.withLock { _ in
+            guard state.withLock({ $0.createOnly }) == .probe else { return }
+            let header = configuration.provider == .gcs ? "x-goog-if-generation-match: 0" : "If-None-Match: *"
+            var answers: [Int] = []
+            for _ in 0 ..< 2 {
+                let response = try client.put(blobKey(Self.probeHex), body: Self.probeBytes, contentType: "text/plain; charset=utf-8", createOnly: true)
+                if response.status == 412 {
+                    state.withLock { $0.createOnly = .proven }
+                    knownBlobs?.insert(contentsOf: [Self.probeHex])
+                    return
+                }
+                answers.append(response.status)
             }
-            answers.append(response.status)
+            throw SnapError(.config, "\(location) at \(configuration.endpoint.absoluteString): the server does not honour conditional writes: "
+                + "a create-only PUT (\(header)) of an object that exists was accepted (HTTP \(answers.map(String.init).joined(separator: ", then "))), "
+                + "so a published manifest could be overwritten without a word. Use a server that refuses it with 412 (AWS S3, MinIO, Ceph RGW, GCS with provider=gcs), "
+                + "or accept the risk with --allow-unconditional-writes (SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES=true, store.allowUnconditionalWrites)")
         }
-        throw SnapError(.config, "\(location) at \(configuration.endpoint.absoluteString): the server does not honour conditional writes: "
-            + "a create-only PUT (\(header)) of an object that exists was accepted (HTTP \(answers.map(String.init).joined(separator: ", then "))), "
-            + "so a published manifest could be overwritten without a word. Use a server that refuses it with 412 (AWS S3, MinIO, Ceph RGW, GCS with provider=gcs), "
-            + "or accept the risk with --allow-unconditional-writes (SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES=true, store.allowUnconditionalWrites)")
     }
 
     // MARK: Publishing
@@ -183,11 +186,11 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
 
     /// Which form each endpoint took last: tried first next time (the other one
     /// only after a 412 on a version that did not change).
-    private static let etagForms = Locked<[String: ETagForm]>([:])
+    private static let etagForms = Mutex<[String: ETagForm]>([:])
 
     /// The forms to try, the one this endpoint took before first.
     func etagForms() -> [ETagForm] {
-        Self.etagForms.value[configuration.endpoint.absoluteString] == .bare ? [.bare, .quoted] : [.quoted, .bare]
+        Self.etagForms.withLock { $0[configuration.endpoint.absoluteString] } == .bare ? [.bare, .quoted] : [.quoted, .bare]
     }
 
     private func publish(_ manifest: Manifest) throws -> PublishOutcome {
@@ -201,7 +204,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
         for _ in 0 ..< 12 {
             let created = try client.put(key, body: bytes, contentType: "application/json", createOnly: true)
             if created.status != 412 {
-                locked { _ = knownManifests?.insert(manifest.key) }
+                state.withLock { _ = $0.knownManifests?.insert(manifest.key) }
                 return .created
             }
             // One is there already: read it, and decide.
@@ -252,7 +255,7 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
                 }
                 refused?.tried.append(form.rawValue)
                 replaced = try client.put(key, body: bytes, contentType: "application/json", ifMatch: form.spell(etag))
-                if replaced.status != 412 { Self.etagForms.update { $0[configuration.endpoint.absoluteString] = form } }
+                if replaced.status != 412 { Self.etagForms.withLock { $0[configuration.endpoint.absoluteString] = form } }
             }
             if replaced.status != 412 { return outcome }
         }
@@ -279,40 +282,27 @@ public final class S3Store: StoreBackend, @unchecked Sendable {
     public func makeCommitter<Tag: Sendable>(maxDelay: Double, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) -> any UploadCommitter<Tag> {
         ConcurrentCommitter<Tag>(concurrency: concurrency, commit: { [self] in _ = try commit($0) }, completion: completion)
     }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body()
-    }
-}
-
-/// A value behind a lock.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    var value: Value { lock.lock(); defer { lock.unlock() }; return stored }
-    func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
 }
 
 /// Commits uploads on a pool of threads, `concurrency` at a time: the store's
 /// round trips overlap each other and the workers' processing (a 20 ms round
 /// trip must not serialise the pipeline). `submit` waits while 2 × concurrency are queued.
-final class ConcurrentCommitter<Tag: Sendable>: UploadCommitter, @unchecked Sendable {
+final class ConcurrentCommitter<Tag: Sendable>: UploadCommitter, Sendable {
     private let commit: @Sendable (ProcessedUpload) throws -> Void
     private let completion: @Sendable (Tag, ProcessedUpload, SnapError?) -> Void
-    private let condition = NSCondition()
-    private var queue: [(Tag, ProcessedUpload)] = []
-    private var head = 0
-    private var closed = false
-    private var running: Int
+    private struct State {
+        var queue: [(Tag, ProcessedUpload)] = []
+        var head = 0
+        var closed = false
+        var running: Int
+    }
+    private let monitor: Monitor<State>
     private let maxPending: Int
 
     init(concurrency: Int, commit: @escaping @Sendable (ProcessedUpload) throws -> Void, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) {
         self.commit = commit
         self.completion = completion
-        running = concurrency
+        monitor = Monitor(State(running: concurrency))
         maxPending = 2 * concurrency
         for i in 0 ..< concurrency {
             let thread = Thread { [self] in loop() }
@@ -322,38 +312,43 @@ final class ConcurrentCommitter<Tag: Sendable>: UploadCommitter, @unchecked Send
     }
 
     func submit(_ upload: ProcessedUpload, tag: Tag) {
-        condition.lock()
-        while queue.count - head >= maxPending && !closed { condition.wait() }
-        queue.append((tag, upload))
-        condition.broadcast()
-        condition.unlock()
+        monitor.withLock { locked in
+            while locked.state.queue.count - locked.state.head >= maxPending && !locked.state.closed { locked.wait() }
+            locked.state.queue.append((tag, upload))
+            locked.broadcast()
+        }
     }
 
     func flush() {}
 
     func finish() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        while running > 0 { condition.wait() }
-        condition.unlock()
+        monitor.withLock { locked in
+            locked.state.closed = true
+            locked.broadcast()
+            while locked.state.running > 0 { locked.wait() }
+        }
     }
 
     private func loop() {
         while true {
-            condition.lock()
-            while head == queue.count && !closed { condition.wait() }
-            if head == queue.count {
-                running -= 1
-                condition.broadcast()
-                condition.unlock()
-                return
+            let next: (Tag, ProcessedUpload)? = monitor.withLock { locked in
+                while locked.state.head == locked.state.queue.count && !locked.state.closed { locked.wait() }
+                if locked.state.head == locked.state.queue.count {
+                    locked.state.running -= 1
+                    locked.broadcast()
+                    return nil
+                }
+                let next = locked.state.queue[locked.state.head]
+                locked.state.head += 1
+                if locked.state.head > 256 && locked.state.head * 2 > locked.state.queue.count {
+                    locked.state.queue.removeFirst(locked.state.head)
+                    locked.state.head = 0
+                }
+                locked.broadcast()
+                return next
             }
-            let (tag, upload) = queue[head]
-            head += 1
-            if head > 256 && head * 2 > queue.count { queue.removeFirst(head); head = 0 }
-            condition.broadcast()
-            condition.unlock()
+            guard let next else { return }
+            let (tag, upload) = next
             do {
                 try commit(upload)
                 completion(tag, upload, nil)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs a program to its end and returns its exit status and output, for tests that run
 /// the built `snapthumb`. Both pipes are drained at once (stderr on its own thread), so a
@@ -33,20 +34,21 @@ public enum ChildProcess {
     }
 
     /// Reads one pipe to its end on a thread of its own.
-    private final class Drain: @unchecked Sendable {  // `data` is written before `done` signals, read after.
-        private var data = Data()
+    private final class Drain: Sendable {  // `data` is set before `done` signals, read after.
+        private let data = Mutex(Data())
         private let done = DispatchSemaphore(value: 0)
 
         init(_ handle: FileHandle) {
             Thread.detachNewThread { [self] in
-                data = handle.readDataToEndOfFile()
+                let read = handle.readDataToEndOfFile()
+                data.withLock { $0 = read }
                 done.signal()
             }
         }
 
         func wait() -> Data {
             done.wait()
-            return data
+            return data.withLock { $0 }
         }
     }
 }

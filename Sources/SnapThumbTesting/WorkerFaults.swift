@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 @_spi(Testing) import SnapThumbRunner
+import Synchronization
 
 /// A fault plan for runs with worker processes: the worker that is handed a file
 /// whose key ends with `suffix` is killed at once with SIGKILL, as the OOM killer
@@ -19,17 +20,14 @@ import Glibc
 
 /// Counts how often each key was handed to a worker, and passes every dispatch
 /// on to another plan (faults are combined this way).
-@_spi(Testing) public final class CountDispatches: RunFaults, @unchecked Sendable {
-    private let lock = NSLock()
-    private var counts: [String: Int] = [:]
+@_spi(Testing) public final class CountDispatches: RunFaults, Sendable {
+    private let counts = Mutex<[String: Int]>([:])
     private let then: any RunFaults
 
     public init(then: any RunFaults = NoFaults()) { self.then = then }
 
     public func dispatched(key: String, toWorker workerPID: Int32) {
-        lock.lock()
-        counts[key, default: 0] += 1
-        lock.unlock()
+        counts.withLock { $0[key, default: 0] += 1 }
         then.dispatched(key: key, toWorker: workerPID)
     }
 
@@ -38,9 +36,7 @@ import Glibc
 
     /// Times `key` was handed to a worker so far.
     public func count(_ key: String) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return counts[key] ?? 0
+        counts.withLock { $0[key] ?? 0 }
     }
 }
 

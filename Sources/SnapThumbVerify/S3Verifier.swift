@@ -3,6 +3,7 @@ import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
 import SystemKit
+import Synchronization
 
 /// `snapthumb verify s3://BUCKET/PREFIX`: the directory verifier's checks on a
 /// bucket. Lists the prefix, re-hashes every blob, validates every manifest
@@ -125,17 +126,21 @@ public enum S3Verifier {
         return results.values.map { $0! }
     }
 
-    private final class Results<R>: @unchecked Sendable {
-        private let lock = NSLock()
-        private(set) var values: [R?]
-        private var cursor = 0
-        init(count: Int) { values = Array(repeating: nil, count: count) }
-        func set(_ i: Int, _ value: R) { lock.lock(); values[i] = value; lock.unlock() }
+    private final class Results<R: Sendable>: Sendable {
+        private struct State {
+            var values: [R?]
+            var cursor = 0
+        }
+        private let state: Mutex<State>
+        init(count: Int) { state = Mutex(State(values: Array(repeating: nil, count: count))) }
+        var values: [R?] { state.withLock { $0.values } }
+        func set(_ i: Int, _ value: R) { state.withLock { $0.values[i] = value } }
         func claim(limit: Int) -> Int? {
-            lock.lock(); defer { lock.unlock() }
-            guard cursor < limit else { return nil }
-            cursor += 1
-            return cursor - 1
+            state.withLock { state in
+                guard state.cursor < limit else { return nil }
+                state.cursor += 1
+                return state.cursor - 1
+            }
         }
     }
 }

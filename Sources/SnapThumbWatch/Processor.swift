@@ -175,7 +175,7 @@ struct Processor: Sendable {
 
 /// The runner's job source in `watch`: claims, as uploads become ready. It ends
 /// when the candidates stop (graceful shutdown).
-final class ClaimSource: JobSource, @unchecked Sendable {
+final class ClaimSource: JobSource, Sendable {
     private let candidates: Candidates
     private let processor: Processor
 

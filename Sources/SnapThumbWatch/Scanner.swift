@@ -13,15 +13,17 @@ import SystemKit
 /// periodically as a safety net, and as the only source of news in `--poll` mode.
 /// Streams the directory into the bounded `Candidates`, waiting for room, so a
 /// backlog of any size costs no more memory than the queue holds.
-final class Scanner: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var requested = false
-    private var stopped = false
-    private var interval: Double
+final class Scanner: Sendable {
+    private struct State {
+        var requested = false
+        var stopped = false
+        var interval: Double
+    }
+    private let monitor: Monitor<State>
     private let finished = DispatchSemaphore(value: 0)
 
     init(incoming: String, interval: Double, candidates: Candidates, quarantine: Quarantine, worker: String, logger: Logger) {
-        self.interval = interval
+        monitor = Monitor(State(interval: interval))
         let thread = Thread { [self] in
             while let reason = nextScan() {
                 var offered = 0
@@ -90,37 +92,37 @@ final class Scanner: @unchecked Sendable {
 
     /// Asks for a rescan as soon as possible (events were lost, or a pause ended).
     func request() {
-        condition.lock()
-        requested = true
-        condition.signal()
-        condition.unlock()
+        monitor.withLock { locked in
+            locked.state.requested = true
+            locked.broadcast()
+        }
     }
 
     /// Changes the period (polling instead of inotify when inotify is unavailable).
     func setInterval(_ seconds: Double) {
-        condition.lock()
-        interval = seconds
-        condition.signal()
-        condition.unlock()
+        monitor.withLock { locked in
+            locked.state.interval = seconds
+            locked.broadcast()
+        }
     }
 
     func stop() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
+        monitor.withLock { locked in
+            locked.state.stopped = true
+            locked.broadcast()
+        }
         finished.wait()
     }
 
     private func nextScan() -> String? {
-        condition.lock()
-        defer { condition.unlock() }
-        let deadline = Date().addingTimeInterval(interval)
-        while !stopped && !requested {
-            if !condition.wait(until: deadline) { return stopped ? nil : "periodic" }
+        monitor.withLock { locked in
+            let deadline = Date().addingTimeInterval(locked.state.interval)
+            while !locked.state.stopped && !locked.state.requested {
+                if !locked.wait(seconds: deadline.timeIntervalSinceNow) { return locked.state.stopped ? nil : "periodic" }
+            }
+            if locked.state.stopped { return nil }
+            locked.state.requested = false
+            return "requested"
         }
-        if stopped { return nil }
-        requested = false
-        return "requested"
     }
 }

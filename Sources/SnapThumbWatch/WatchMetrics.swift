@@ -6,12 +6,13 @@ import SnapThumbCore
 import SnapThumbStore
 import VipsKit
 import SystemKit
+import Synchronization
 
 /// The daemon's metrics, in a swift-prometheus registry that is written as a textfile for
 /// node_exporter's textfile collector. Every family has HELP and TYPE lines and names in base
 /// units (`promtool check metrics` passes; a test runs it). The metrics are made on the registry
 /// directly rather than through swift-metrics, whose Prometheus backend cannot carry HELP text.
-final class WatchMetrics: @unchecked Sendable {
+final class WatchMetrics: Sendable {
     private let registry: PrometheusCollectorRegistry
     let processed: Count
     let bytesWritten: Count
@@ -20,9 +21,8 @@ final class WatchMetrics: @unchecked Sendable {
     let backlog: Level
     let latency: Latency
     private let heartbeat: Gauge
-    private let lock = NSLock()
-    private var failedCounters: [ErrorCode: Counter] = [:]
-    private var inFlightCount = 0
+    private let failedCounters = Mutex<[ErrorCode: Counter]>([:])
+    private let inFlightCount = Mutex(0)
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -50,14 +50,14 @@ final class WatchMetrics: @unchecked Sendable {
     func failed(_ code: ErrorCode) { failedCounter(code).increment() }
 
     private func failedCounter(_ code: ErrorCode) -> Counter {
-        lock.lock()
-        defer { lock.unlock() }
-        if let counter = failedCounters[code] { return counter }
-        let counter = registry.makeCounter(
-            descriptor: Self.watch("files_failed", "total", "Uploads quarantined in failed/, by failure code."),
-            labels: [("code", code.rawValue)])
-        failedCounters[code] = counter
-        return counter
+        failedCounters.withLock { counters in
+            if let counter = counters[code] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: Self.watch("files_failed", "total", "Uploads quarantined in failed/, by failure code."),
+                labels: [("code", code.rawValue)])
+            counters[code] = counter
+            return counter
+        }
     }
 
     /// Marks a housekeeping pass (the staleness alert watches this).
@@ -72,10 +72,10 @@ final class WatchMetrics: @unchecked Sendable {
     func ended() { adjustInFlight(-1) }
 
     private func adjustInFlight(_ delta: Int) {
-        lock.lock()
-        inFlightCount += delta
-        let value = inFlightCount
-        lock.unlock()
+        let value = inFlightCount.withLock { count in
+            count += delta
+            return count
+        }
         inFlight.record(value)
     }
 

@@ -15,7 +15,7 @@ import SnapThumbStore
 /// claims by the runner (`ProcessPool`, as in backfill). Threads: the runner's
 /// supervisors; one reads inotify events, one rescans, one does housekeeping (lease
 /// heartbeat, dead workers' claims, metrics file, `done/` retention). All block when idle.
-public final class WatchService: Service, @unchecked Sendable {
+public final class WatchService: Service, Sendable {
     /// The validated configuration it runs with.
     public let config: WatchConfiguration
     private let pipeline: Pipeline

@@ -43,7 +43,7 @@ public enum NotifySocket {
 
     /// The receiving end (what systemd does): a bound datagram socket. Used by the tests
     /// and by anything that supervises `snapthumb watch` without systemd.
-    public final class Listener: @unchecked Sendable {
+    public final class Listener: Sendable {
         private let fd: Int32
         /// The name to put in `NOTIFY_SOCKET`.
         public let name: String

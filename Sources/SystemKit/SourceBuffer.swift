@@ -3,7 +3,7 @@ import Foundation
 /// Encoded input bytes at a stable address. libvips neither copies a buffer it
 /// loads from nor reads it until pixels are needed, so every image derived from
 /// one holds a reference to its `SourceBuffer` until the image itself goes away.
-public final class SourceBuffer: @unchecked Sendable {
+public final class SourceBuffer: @unchecked Sendable {  // @unchecked: a raw pointer, to bytes written only in init and read-only after
     /// `package`: for VipsKit, the other C-interop module (nothing above the C layer calls it).
     package let base: UnsafeMutableRawPointer
     /// Size in bytes.

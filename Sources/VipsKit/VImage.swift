@@ -45,10 +45,7 @@ public enum Subsample: Sendable {
 
 /// One libvips image. It owns exactly one reference and drops it in `deinit`;
 /// every operation returns a new image and leaves `self` unchanged.
-///
-/// `@unchecked Sendable`: a `VipsImage` is immutable once built, and libvips
-/// allows several threads to read one; only `kill()` writes, and that is its purpose.
-public final class VImage: @unchecked Sendable {
+public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage pointer; immutable once built, libvips lets threads read one, only kill() writes
     private let pointer: UnsafeMutablePointer<VipsImage>
     /// Keeps the encoded bytes alive while libvips may still read them.
     private let source: SourceBuffer?

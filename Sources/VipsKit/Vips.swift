@@ -1,6 +1,7 @@
 import SystemKit
 internal import CSnapShim
 import Foundation
+import Synchronization
 
 /// A libvips failure, with the message copied out of libvips' process-global
 /// error buffer at the moment the call returned.
@@ -64,17 +65,16 @@ public enum Vips {
     }
 }
 
-private final class StartState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var started = false
+private final class StartState: Sendable {
+    private let started = Mutex(false)
 
     func start(threads: Int) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        if started { return }
-        if snap_init(CommandLine.arguments.first ?? "snapthumb", Int32(threads)) != 0 {
-            throw Vips.takeError("vips_init")
+        try started.withLock { started in
+            if started { return }
+            if snap_init(CommandLine.arguments.first ?? "snapthumb", Int32(threads)) != 0 {
+                throw Vips.takeError("vips_init")
+            }
+            started = true
         }
-        started = true
     }
 }

@@ -7,6 +7,7 @@ import SnapThumbRunner
 import SnapThumbS3
 import VipsKit
 import SystemKit
+import Synchronization
 
 struct BackfillCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -246,15 +247,15 @@ struct BackfillCommand: ParsableCommand {
 }
 
 /// A progress bar on a terminal; plain periodic lines otherwise.
-final class ProgressDisplay: @unchecked Sendable {
+final class ProgressDisplay: Sendable {
     /// A bar redrawn in place (stderr is a terminal), a timestamped line every interval, a JSON
     /// log event every interval, or nothing (-q).
     enum Mode { case bar, lines, json, none }
 
     let mode: Mode
     var interactive: Bool { mode == .bar }
-    private let lock = NSLock()
-    private var drawn = false
+    /// Whether the bar is on screen; held while writing, so that lines do not interleave.
+    private let drawn = Mutex(false)
 
     init(interactive: Bool, interval: Double) {
         if Console.level > .info { mode = .none }
@@ -266,48 +267,45 @@ final class ProgressDisplay: @unchecked Sendable {
     /// The bar on screen, if any: a signal's message first ends its line (`endLine`).
     static let current = Current()
 
-    final class Current: @unchecked Sendable {
-        private let lock = NSLock()
-        private var display: ProgressDisplay?
-        func set(_ display: ProgressDisplay) { lock.lock(); self.display = display; lock.unlock() }
+    final class Current: Sendable {
+        private let display = Mutex<ProgressDisplay?>(nil)
+        func set(_ display: ProgressDisplay) { self.display.withLock { $0 = display } }
         /// Ends the bar's line so that a message printed next starts on its own line.
         func endLine() {
-            lock.lock()
-            let display = display
-            lock.unlock()
+            let display = self.display.withLock { $0 }
             display?.endLine()
         }
     }
 
     /// Moves below the bar (it is redrawn on the next line at the next update).
     func endLine() {
-        lock.lock()
-        defer { lock.unlock() }
-        if interactive && drawn {
-            FileHandle.standardError.write(Data("\n".utf8))
-            drawn = false
+        drawn.withLock { drawn in
+            if interactive && drawn {
+                FileHandle.standardError.write(Data("\n".utf8))
+                drawn = false
+            }
         }
     }
 
     func show(_ p: BackfillProgress) {
-        lock.lock()
-        defer { lock.unlock() }
-        let percent = p.total > 0 ? Double(p.done) * 100 / Double(p.total) : 100
-        let eta = p.eta.map(Self.duration) ?? "--"
-        let stats = String(format: "%d/%d %3.0f%% %.1f img/s ETA %@ failed %d", p.done, p.total, percent, p.rate, eta, p.failed)
-        switch mode {
-        case .bar:
-            let columns = POSIX.terminalColumns(STDERR_FILENO) ?? 80
-            let compact = String(format: "%d/%d %.0f%% ETA %@", p.done, p.total, percent, eta) + (p.failed > 0 ? " failed \(p.failed)" : "")
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, compact: compact, done: p.done, total: p.total, columns: columns))".utf8))
-            drawn = true
-        case .lines where p.done < p.total:
-            FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
-        case .json where p.done < p.total:
-            Console.logger.info("progress", metadata: [
-                "snap.done": .number(p.done), "snap.total": .number(p.total), "snap.failed": .number(p.failed),
-                "snap.images_per_s": .number(p.rate), "snap.eta_s": p.eta.map { .number(Int($0.rounded())) } ?? .string("")])
-        default: break
+        drawn.withLock { drawn in
+            let percent = p.total > 0 ? Double(p.done) * 100 / Double(p.total) : 100
+            let eta = p.eta.map(Self.duration) ?? "--"
+            let stats = String(format: "%d/%d %3.0f%% %.1f img/s ETA %@ failed %d", p.done, p.total, percent, p.rate, eta, p.failed)
+            switch mode {
+            case .bar:
+                let columns = POSIX.terminalColumns(STDERR_FILENO) ?? 80
+                let compact = String(format: "%d/%d %.0f%% ETA %@", p.done, p.total, percent, eta) + (p.failed > 0 ? " failed \(p.failed)" : "")
+                FileHandle.standardError.write(Data("\r\u{1B}[K\(Self.barLine(stats: stats, compact: compact, done: p.done, total: p.total, columns: columns))".utf8))
+                drawn = true
+            case .lines where p.done < p.total:
+                FileHandle.standardError.write(Data("\(SnapLogHandler.timestamp(Date())) progress: \(stats)\n".utf8))
+            case .json where p.done < p.total:
+                Console.logger.info("progress", metadata: [
+                    "snap.done": .number(p.done), "snap.total": .number(p.total), "snap.failed": .number(p.failed),
+                    "snap.images_per_s": .number(p.rate), "snap.eta_s": p.eta.map { .number(Int($0.rounded())) } ?? .string("")])
+            default: break
+            }
         }
     }
 
@@ -328,15 +326,15 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     func clearLine() {
-        lock.lock()
-        defer { lock.unlock() }
-        if interactive && drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        drawn.withLock { drawn in
+            if interactive && drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        }
     }
 
     func finish() {
-        lock.lock()
-        defer { lock.unlock() }
-        if interactive && drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        drawn.withLock { drawn in
+            if interactive && drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        }
     }
 
     static func duration(_ seconds: Double) -> String {

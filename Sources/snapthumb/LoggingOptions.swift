@@ -6,6 +6,7 @@ import SnapThumbCore
 import SnapThumbStore
 import VipsKit
 import SystemKit
+import Synchronization
 
 /// `--log-format`, `--log-level`, `-q` and `-v`, on every subcommand.
 struct LoggingOptions: ParsableArguments {
@@ -74,10 +75,9 @@ struct LoggingOptions: ParsableArguments {
 /// What a command tells its user on stderr, in text (the documented plain lines) or as JSON log
 /// lines, filtered by the log level.
 enum Console {
-    private static let state = State()
+    private static let state = Mutex(State())
 
-    private final class State: @unchecked Sendable {
-        let lock = NSLock()
+    private struct State {
         var format = LogFormat.text
         var level = Logger.Level.info
         var logger = Logger(label: "snapthumb")
@@ -85,37 +85,32 @@ enum Console {
     }
 
     static func configure(format: LogFormat, level: Logger.Level) {
-        let s = state
-        s.lock.lock()
-        s.format = format
-        s.level = level
-        s.lock.unlock()
+        state.withLock { state in
+            state.format = format
+            state.level = level
+        }
         LoggingSystem.bootstrap { label in SnapLogHandler(label: label, format: format, level: level) }
-        s.lock.lock()
-        s.logger = Logger(label: "snapthumb")
-        s.lock.unlock()
+        state.withLock { $0.logger = Logger(label: "snapthumb") }
         flushDeferred()
     }
 
     /// Warnings found before logging is set up (unknown SNAPTHUMB_* variables): said once, in
     /// the log format, when a command configures logging, or at exit by one that does not.
     static func `defer`(_ warnings: [String]) {
-        state.lock.lock()
-        state.deferred += warnings
-        state.lock.unlock()
+        state.withLock { $0.deferred += warnings }
     }
 
     static func flushDeferred() {
-        state.lock.lock()
-        let warnings = state.deferred
-        state.deferred = []
-        state.lock.unlock()
+        let warnings = state.withLock { state in
+            defer { state.deferred = [] }
+            return state.deferred
+        }
         for warning in warnings { say(warning, event: "warning", level: .warning, metadata: ["snap.warning": "\(warning)"]) }
     }
 
-    static var format: LogFormat { state.lock.lock(); defer { state.lock.unlock() }; return state.format }
-    static var level: Logger.Level { state.lock.lock(); defer { state.lock.unlock() }; return state.level }
-    static var logger: Logger { state.lock.lock(); defer { state.lock.unlock() }; return state.logger }
+    static var format: LogFormat { state.withLock { $0.format } }
+    static var level: Logger.Level { state.withLock { $0.level } }
+    static var logger: Logger { state.withLock { $0.logger } }
 
     /// One failed input: `<subject>: <code>: <message>` in text (a contract), or a JSON line.
     static func failure(_ subject: String, code: String, message: String) {

@@ -1,6 +1,7 @@
 import Foundation
 import VipsKit
 import SystemKit
+import Synchronization
 
 extension PipelineStep {
     /// square100-avif / square100-heic, only when `square.modern` asks for it: the very
@@ -159,10 +160,9 @@ enum ModernEncoderCheck {
     private static let state = Checked()
     private static var checked: Checked { state }
 
-    final class Checked: @unchecked Sendable {
-        private let lock = NSLock()
-        private var codecs = Set<HEIF.Codec>()
-        func contains(_ codec: HEIF.Codec) -> Bool { lock.withLock { codecs.contains(codec) } }
-        func insert(_ codec: HEIF.Codec) { _ = lock.withLock { codecs.insert(codec) } }
+    final class Checked: Sendable {
+        private let codecs = Mutex(Set<HEIF.Codec>())
+        func contains(_ codec: HEIF.Codec) -> Bool { codecs.withLock { $0.contains(codec) } }
+        func insert(_ codec: HEIF.Codec) { _ = codecs.withLock { $0.insert(codec) } }
     }
 }

@@ -8,6 +8,7 @@ import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
 import SystemKit
+import Synchronization
 
 /// A small SQS client: AWS's JSON protocol (`POST /`, `X-Amz-Target: AmazonSQS.<Action>`,
 /// `application/x-amz-json-1.0`), signed with the bucket's Signature Version 4 code
@@ -250,16 +251,16 @@ extension SQSConfiguration {
     fileprivate func queueURL(for parameter: Any?) -> String { parameter as? String ?? queueURL }
 }
 
-private final class AnswerBox: @unchecked Sendable {  // `result` is written before the semaphore signals, read after
+private final class AnswerBox: Sendable {  // `result` is set before the semaphore signals, read after
     private let semaphore = DispatchSemaphore(value: 0)
-    private var result: Result<(Int, Data), any Error>?
+    private let result = Mutex<Result<(Int, Data), any Error>?>(nil)
     func set(_ r: Result<(Int, Data), any Error>) {
-        result = r
+        result.withLock { $0 = r }
         semaphore.signal()
     }
     func wait() -> Result<(Int, Data), any Error> {
         semaphore.wait()
-        return result!
+        return result.withLock { $0! }
     }
 }
 
