@@ -174,15 +174,15 @@ let package = Package(
         // tests that run `snapthumb` find it beside their test bundle.
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbStoreTests",
-            dependencies: ["SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
+            dependencies: ["SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbRunnerTests",
-            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbVerifyTests",

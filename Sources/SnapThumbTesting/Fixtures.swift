@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Testing
 import SnapThumbCore
@@ -186,3 +189,21 @@ public func exifOrientation(_ value: UInt16) -> [UInt8] {
     t += [0, 0, 0, 0] // no next IFD
     return t
 }
+
+/// Creates a file at a byte-exact path (names that are not UTF-8 have no `String`).
+public func createFile(bytes path: [UInt8], contents: [UInt8] = []) throws {
+    let fd = (path + [0]).withUnsafeBufferPointer { p in
+        p.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+    }
+    guard fd >= 0 else { throw SnapError(.io, "cannot create test file: errno \(errno)") }
+    defer { close(fd) }
+    guard POSIX.writeAll(fd, contents) == 0 else { throw SnapError(.io, "cannot write test file") }
+}
+
+public func makeDirectory(bytes path: [UInt8]) throws {
+    let code = (path + [0]).withUnsafeBufferPointer { p in
+        p.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) }
+    }
+    guard code == 0 else { throw SnapError(.io, "cannot create test directory: errno \(errno)") }
+}
+

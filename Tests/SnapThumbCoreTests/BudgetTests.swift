@@ -2,6 +2,7 @@
 import Foundation
 @_spi(Testing) import SnapThumbTesting
 import Testing
+import SnapThumbStore
 @_spi(Benchmarks) @testable import SnapThumbCore
 import VipsKit
 

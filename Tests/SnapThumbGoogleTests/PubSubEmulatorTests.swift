@@ -1,5 +1,4 @@
 @testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
 import Testing
 @testable import SnapThumbGoogle

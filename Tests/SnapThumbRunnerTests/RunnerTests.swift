@@ -2,6 +2,7 @@
 @testable import SystemKit
 import Foundation
 import Testing
+import SnapThumbVerify
 import SnapThumbCore
 @_spi(Testing) import SnapThumbRunner
 @_spi(Testing) import SnapThumbTesting

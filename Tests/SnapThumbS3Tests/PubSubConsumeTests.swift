@@ -1,9 +1,9 @@
 #if canImport(Glibc)
+import Glibc
+#endif
 @testable import SnapThumbStore
 @testable import SystemKit
 @testable import SnapThumbConfig
-import Glibc
-#endif
 import Foundation
 import Testing
 @testable import SnapThumbCore

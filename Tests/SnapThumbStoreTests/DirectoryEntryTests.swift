@@ -1,29 +1,12 @@
 #if canImport(Glibc)
-@testable import SnapThumbStore
-@testable import SystemKit
 import Glibc
 #endif
+@testable import SnapThumbStore
+@testable import SystemKit
 import Foundation
 @_spi(Testing) import SnapThumbTesting
 import Testing
 @testable import SnapThumbCore
-
-/// Creates a file at a byte-exact path (names that are not UTF-8 have no `String`).
-func createFile(bytes path: [UInt8], contents: [UInt8] = []) throws {
-    let fd = (path + [0]).withUnsafeBufferPointer { p in
-        p.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-    }
-    guard fd >= 0 else { throw SnapError(.io, "cannot create test file: errno \(errno)") }
-    defer { close(fd) }
-    guard POSIX.writeAll(fd, contents) == 0 else { throw SnapError(.io, "cannot write test file") }
-}
-
-func makeDirectory(bytes path: [UInt8]) throws {
-    let code = (path + [0]).withUnsafeBufferPointer { p in
-        p.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) }
-    }
-    guard code == 0 else { throw SnapError(.io, "cannot create test directory: errno \(errno)") }
-}
 
 /// Directory listing. Run under AddressSanitizer by Scripts/test.sh (`--filter DirectoryEntry`).
 @Suite("DirectoryEntry: names read from the record")

@@ -3,6 +3,8 @@
 import Foundation
 @_spi(Testing) import SnapThumbTesting
 import Testing
+import SnapThumbVerify
+import VipsKit
 @testable import SnapThumbCore
 
 @Suite("Store, manifest, determinism")

@@ -1,8 +1,8 @@
 #if canImport(Glibc)
-@testable import SystemKit
-@testable import SnapThumbConfig
 import Glibc
 #endif
+@testable import SystemKit
+@testable import SnapThumbConfig
 import Foundation
 import Testing
 @testable import SnapThumbRunner

@@ -2,6 +2,8 @@
 import Foundation
 @_spi(Testing) import SnapThumbTesting
 import Testing
+@testable import SnapThumbStore
+import SnapThumbVerify
 @testable import SnapThumbCore
 import VipsKit
 
