@@ -77,6 +77,8 @@ public struct JobResult: Sendable {
     public var replacedDigest: String? = nil
     /// Processed over a manifest of the same source under another recipe (re-derived).
     public var rederived = false
+    /// The manifest as published (a repeat's too), when the pool was asked for it.
+    public var manifestJSON: String? = nil
     /// Times a worker was given this job in this run (more than 1 after crashes).
     public var attempts: Int = 1
 }

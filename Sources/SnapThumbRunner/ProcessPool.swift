@@ -38,6 +38,8 @@ public final class ProcessPool: Sendable {
     public let loneCrashRetries: Int
     let faults: any RunFaults
     let interruption: Interruption
+    /// Workers answer each published or repeated job with its manifest (`process` prints them).
+    public let answersWithManifests: Bool
     /// What the store holds, passed on to every worker with its jobs (nil: not tracked).
     let ledger: BlobLedger?
 
@@ -78,17 +80,21 @@ public final class ProcessPool: Sendable {
                   loneCrashRetries: loneCrashRetries, interruption: interruption, knownBlobs: knownBlobs)
     }
 
+    /// - Parameter answersWithManifests: workers answer each published or repeated
+    ///   job with its manifest (`JobResult.manifestJSON`), for `process` to print.
     public convenience init(launch: WorkerLaunch, jobs: Int, window: Int = 8, deadline: Double? = nil,
-                            loneCrashRetries: Int = 1, interruption: Interruption = Interruption(), knownBlobs: [String]? = nil) {
+                            loneCrashRetries: Int = 1, interruption: Interruption = Interruption(), knownBlobs: [String]? = nil,
+                            answersWithManifests: Bool = false) {
         self.init(launch: launch, jobs: jobs, window: window, deadline: deadline, loneCrashRetries: loneCrashRetries,
-                  faults: NoFaults(), interruption: interruption, knownBlobs: knownBlobs)
+                  faults: NoFaults(), interruption: interruption, knownBlobs: knownBlobs, answersWithManifests: answersWithManifests)
     }
 
     /// With faults injected by a test (`SnapThumbTesting`).
     @_spi(Testing) public init(launch: WorkerLaunch, jobs: Int, window: Int = 8, deadline: Double? = nil,
                                loneCrashRetries: Int = 1, faults: any RunFaults, interruption: Interruption = Interruption(),
-                               knownBlobs: [String]? = nil) {
+                               knownBlobs: [String]? = nil, answersWithManifests: Bool = false) {
         self.faults = faults
+        self.answersWithManifests = answersWithManifests
         ledger = knownBlobs.map(BlobLedger.init)
         self.interruption = interruption
         self.launch = launch
@@ -306,7 +312,7 @@ public final class ProcessPool: Sendable {
                 locked.broadcast()
             }
             finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss,
-                             sourceDigest: reply.digest, replacedDigest: reply.replaced, rederived: reply.rederived ?? false,
+                             sourceDigest: reply.digest, replacedDigest: reply.replaced, rederived: reply.rederived ?? false, manifestJSON: reply.manifest,
                              attempts: item.attempts + 1))
         }
 
@@ -317,7 +323,8 @@ public final class ProcessPool: Sendable {
                   let item = take(slot, held: inFlight.count, unprocessed: unprocessed.count, from: source) {
                 let entry = item.entry
                 var job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
-                                             absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)
+                                             absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath,
+                                             manifest: answersWithManifests ? true : nil)
                 if let ledger {
                     let (news, next) = ledger.since(told)
                     if !news.isEmpty { job.blobs = news }

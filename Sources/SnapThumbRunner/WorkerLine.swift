@@ -18,6 +18,8 @@ enum WorkerProtocol {
         /// Blobs the store holds that this worker has not been told of yet (a
         /// bucket's listing, other workers' writes): it does not write them again.
         var blobs: [String]? = nil
+        /// Answer a published or repeated upload with its manifest (`process` prints it).
+        var manifest: Bool? = nil
     }
 
     struct Reply: Codable, Equatable {
@@ -38,6 +40,8 @@ enum WorkerProtocol {
         var replaced: String?
         /// The key had a manifest of the same source under another recipe: made again (processed only).
         var rederived: Bool? = nil
+        /// The upload's manifest as published, when the job asked for it.
+        var manifest: String? = nil
         /// The blobs the store now holds for this upload (processed, bucket stores only).
         var blobs: [String]? = nil
     }
@@ -60,6 +64,7 @@ enum WorkerLine {
         if let absent = job.absent { w.field("absent", absent) }
         if let raw = job.raw { w.key("raw"); w.intArray(raw.map { Int($0) }) }
         if let blobs = job.blobs { w.key("blobs"); w.stringArray(blobs) }
+        if let manifest = job.manifest { w.field("manifest", manifest) }
         w.close()
         return w.bytes
     }
@@ -91,6 +96,7 @@ enum WorkerLine {
         if let digest = reply.digest { w.field("digest", digest) }
         if let replaced = reply.replaced { w.field("replaced", replaced) }
         if let rederived = reply.rederived { w.field("rederived", rederived) }
+        if let manifest = reply.manifest { w.field("manifest", manifest) }
         if let blobs = reply.blobs { w.key("blobs"); w.stringArray(blobs) }
         w.close()
         return w.bytes
@@ -170,6 +176,7 @@ enum WorkerLine {
         var job = WorkerProtocol.Job(i: i, path: path, key: key, size: size, absent: v["absent"]?.bool)
         if let raw = v["raw"]?.array { job.raw = raw.compactMap { $0.int.flatMap { UInt8(exactly: $0) } } }
         if let blobs = v["blobs"]?.array { job.blobs = blobs.compactMap(\.string) }
+        job.manifest = v["manifest"]?.bool
         return job
     }
 
@@ -190,6 +197,7 @@ enum WorkerLine {
         reply.digest = v["digest"]?.string
         reply.replaced = v["replaced"]?.string
         reply.rederived = v["rederived"]?.bool
+        reply.manifest = v["manifest"]?.string
         if let blobs = v["blobs"]?.array { reply.blobs = blobs.compactMap(\.string) }
         return reply
     }

@@ -34,12 +34,13 @@ public struct WorkerLoop: Sendable {
             line.append(0x0A)
             outputLock.withLock { _ in try? output.write(contentsOf: line) }
         }
-        let committer: any UploadCommitter<(Int, Double, String?, Bool)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
+        let committer: any UploadCommitter<(Int, Double, String?, Bool, Bool)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
             } else {
                 reply(.init(i: tag.0, outcome: "processed", ms: tag.1, code: nil, message: nil, variants: VariantBrief.of(upload.manifest),
                             digest: upload.manifest.source.digest, replaced: tag.2, rederived: tag.3 ? true : nil,
+                            manifest: tag.4 ? String(decoding: upload.manifest.json(), as: UTF8.self) : nil,
                             blobs: store.knownBlobs != nil ? upload.blobs.map(\.hex) : nil))
             }
         }
@@ -57,8 +58,11 @@ public struct WorkerLoop: Sendable {
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
             switch prepared {
             case .ready(let upload, let replacing, let rederiving):
-                committer.submit(upload, tag: (job.i, ms, replacing, rederiving))
+                committer.submit(upload, tag: (job.i, ms, replacing, rederiving, job.manifest == true))
                 reply(.init(i: job.i, outcome: "staged", ms: ms, code: nil, message: nil, variants: nil))
+            case .repeated(let manifest):
+                reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil,
+                            manifest: job.manifest == true ? String(decoding: manifest.json(), as: UTF8.self) : nil))
             case .done(.skipped):
                 reply(.init(i: job.i, outcome: "skipped", ms: ms, code: nil, message: nil, variants: nil))
             case .done(.failed(let error)):
@@ -74,6 +78,8 @@ public struct WorkerLoop: Sendable {
         /// Processed, waiting to be committed; `replacing` is the source digest of
         /// another upload's manifest that the publish will replace (`--on-conflict replace`).
         case ready(ProcessedUpload, replacing: String?, rederiving: Bool)
+        /// Already published from the same source under this recipe: skipped.
+        case repeated(Manifest)
         /// Skipped or failed.
         case done(FileOutcome)
     }
@@ -91,7 +97,7 @@ public struct WorkerLoop: Sendable {
             if !entry.manifestAbsent, let existing = try store.manifest(for: key) {
                 if existing.source.digest == digest, existing.source.bytes == source.count,
                    existing.recipe.digest == pipeline.recipe.digest {
-                    return .done(.skipped)
+                    return .repeated(existing)
                 }
                 // Refused before any work; the publish checks again (another run may race).
                 if existing.source.digest != digest, store.onConflict == .refuse {

@@ -53,13 +53,20 @@ public struct Store: Sendable {
 
     /// Stores the blobs, then publishes the manifest, durably: `stage`, then the
     /// one durable sequence (`syncAndPlace`), then a sync that makes the publish
-    /// itself durable. A failed publish (a `conflict` too) leaves its blobs, which
-    /// are harmless unreferenced (`gc` removes them) and may be shared.
+    /// itself durable. When nothing is published (a `conflict` too), the blobs this
+    /// call created are removed again, so a failed upload leaves nothing behind.
     @discardableResult
     public func commit(_ upload: ProcessedUpload) throws -> PublishOutcome {
-        let step = syncAndPlace([try stage(upload)])
-        if let failure = step.synced { throw failure }
-        let outcome = try step.placed[0].get()
+        var created: [(StoreDirectory, String)] = []
+        let outcome: PublishOutcome
+        do {
+            let step = syncAndPlace([try stage(upload, created: &created)])
+            if let failure = step.synced { throw failure }
+            outcome = try step.placed[0].get()
+        } catch {
+            for (directory, name) in created { directory.unlink(name) }
+            throw error
+        }
         if let failure = syncFilesystem() { throw failure }
         return outcome
     }
@@ -107,8 +114,17 @@ public struct Store: Sendable {
     /// ones already there stay: another upload may already share them, and an
     /// unreferenced blob is harmless where a manifest without its blob is not.
     public func stage(_ upload: ProcessedUpload) throws -> Staged {
+        var created: [(StoreDirectory, String)] = []
+        return try stage(upload, created: &created)
+    }
+
+    /// `stage`, telling the caller which blobs it created (`commit` removes them if nothing is published).
+    private func stage(_ upload: ProcessedUpload, created: inout [(StoreDirectory, String)]) throws -> Staged {
         try StoreKey.validate(upload.manifest.key)
-        for blob in upload.blobs { try put(blob, sync: false) }
+        for blob in upload.blobs {
+            let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: false)
+            if try put(blob, in: directory, as: name, sync: false) { created.append((directory, name)) }
+        }
         let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
         let temp = directory.tempName(for: name)
         try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)

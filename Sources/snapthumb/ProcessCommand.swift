@@ -51,7 +51,8 @@ struct ProcessCommand: ParsableCommand {
         // The runner's path with a pool of one worker thread: the same worker loop
         // (skip, conflict, process) and commit path as backfill, without a process start.
         let loop = WorkerLoop(pipeline: pipeline, store: store)
-        let pool = ProcessPool(launch: .thread { input, output in loop.serve(input: input, output: output) }, jobs: 1, interruption: interruption)
+        let pool = ProcessPool(launch: .thread { input, output in loop.serve(input: input, output: output) }, jobs: 1, interruption: interruption,
+                               answersWithManifests: true)
         let entries = files.map { FileWalker.Entry(relativePath: PathBytes.lastComponent($0), path: $0, size: 0) }
         // Results are reported in the order of the files given.
         let results = Mutex((next: 0, waiting: [Int: JobResult](), failed: false, refused: false, done: 0))
@@ -64,7 +65,7 @@ struct ProcessCommand: ParsableCommand {
                 state.waiting[position] = result
                 while let ready = state.waiting.removeValue(forKey: state.next) {
                     state.next += 1
-                    report(ready, store: store, failed: &state.failed, refused: &state.refused, done: &state.done)
+                    report(ready, failed: &state.failed, refused: &state.refused, done: &state.done)
                 }
             }
         }
@@ -80,14 +81,14 @@ struct ProcessCommand: ParsableCommand {
     }
 
     /// One file's line: its manifest on stdout (a repeat's too), and a note or the failure on stderr.
-    private func report(_ result: JobResult, store: any StoreBackend, failed: inout Bool, refused: inout Bool, done: inout Int) {
+    private func report(_ result: JobResult, failed: inout Bool, refused: inout Bool, done: inout Int) {
         let file = result.entry.path, key = result.entry.relativePath
         switch result.outcome {
         case .processed, .skipped:
             done += 1
-            guard let manifest = try? store.manifest(for: key) else {
+            guard let json = result.manifestJSON, let manifest = try? Manifest.decode(Data(json.utf8)) else {
                 failed = true
-                Console.failure(file, code: ErrorCode.store.rawValue, message: "published, but its manifest cannot be read back")
+                Console.failure(file, code: ErrorCode.internal.rawValue, message: "the worker gave no manifest for a published upload")
                 return
             }
             if case .skipped = result.outcome {
@@ -101,7 +102,7 @@ struct ProcessCommand: ParsableCommand {
                 Console.say("\(file): re-derived: \(key) was published from the same source bytes under another recipe; its outputs are made again",
                             event: "rederived", metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
             }
-            printOut(String(decoding: manifest.json(), as: UTF8.self))
+            printOut(json)
         case .failed(let error), .crashed(let error), .timedOut(let error):
             done += 1
             if error.code == .config { refused = true } else { failed = true }
