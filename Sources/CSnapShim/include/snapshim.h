@@ -236,4 +236,16 @@ int snap_syncfs(int fd);
 int snap_get_affinity(int tid, unsigned char *cpus, int count);
 int snap_set_affinity(int tid, const unsigned char *cpus, int count);
 
+/* The drawn pixel art's arithmetic in OKLab (oklab.c), bit for bit as SnapThumbCore's
+ * Swift: OKLab of count packed 8-bit sRGB pixels (linear: the 256-entry sRGB-to-linear
+ * table), interleaved l, a, b; */
+void snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab);
+/* each factor x factor block's representative colour (DrawnGrid.representative) of a
+ * side x side OKLab image, (side / factor)^2 cells, interleaved (scratch: 3 factor^2); */
+void snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out);
+/* Lloyd's k-means from k interleaved centres (updated in place) over count interleaved
+ * points, as OKLabQuantizer.kMeans (assignment: count zeros; work: 7 k; counts: k). */
+void snap_kmeans_refine(const double *points, long count, double *centres, int k, int iterations, int *assignment,
+			double *work, long *counts);
+
 #endif
