@@ -11,14 +11,39 @@
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang fp contract(off)
+/* The four-lane helpers are always inlined: no vector crosses a call. */
+#pragma clang diagnostic ignored "-Wpsabi"
 
 /* Four lanes; without AVX the compiler splits each operation in two SSE2 halves. */
 typedef double snap_v4d __attribute__((vector_size(32)));
 typedef long long snap_v4l __attribute__((vector_size(32)));
 
+/* Each kernel is compiled twice, for any x86-64 and for AVX2 (wider vectors, the same
+ * IEEE operations lane by lane: AVX2 brings no fused multiply-add, and contraction
+ * is off besides), and runs the AVX2 one where the processor has it. */
+#if defined(__x86_64__) && defined(__clang__)
+#define SNAP_DISPATCH 1
+#define SNAP_INLINE static inline __attribute__((always_inline))
+static int
+snap_avx2(void)
+{
+	static int known = -1;
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx2") ? 1 : 0;
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+#else
+#define SNAP_DISPATCH 0
+#define SNAP_INLINE static inline
+#endif
+
 /* OKLab.cubeRoot, lane by lane, for finite x >= 0: the guess from the exponent bits,
  * two Halley steps, and 0 for 0. */
-static inline snap_v4d
+SNAP_INLINE snap_v4d
 snap_cube_root4(snap_v4d x)
 {
 	snap_v4d y;
@@ -40,7 +65,7 @@ snap_cube_root4(snap_v4d x)
 }
 
 /* The scalar root, as OKLab.cubeRoot (for the last pixels). */
-static inline double
+SNAP_INLINE double
 snap_cube_root(double x)
 {
 	if (x == 0 || !isfinite(x)) return x;
@@ -57,8 +82,8 @@ snap_cube_root(double x)
 	return x < 0 ? -y : y;
 }
 
-void
-snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab)
+SNAP_INLINE void
+snap_oklab_image_body(const unsigned char *rgb, long count, const double *linear, double *lab)
 {
 	long i = 0;
 	for (; i + 4 <= count; i += 4) {
@@ -90,8 +115,25 @@ snap_oklab_image(const unsigned char *rgb, long count, const double *linear, dou
 	}
 }
 
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_oklab_image_avx2(const unsigned char *rgb, long count, const double *linear, double *lab)
+{
+	snap_oklab_image_body(rgb, count, linear, lab);
+}
+#endif
+
+void
+snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab)
+{
+#if SNAP_DISPATCH
+	if (snap_avx2()) { snap_oklab_image_avx2(rgb, count, linear, lab); return; }
+#endif
+	snap_oklab_image_body(rgb, count, linear, lab);
+}
+
 /* DrawnGrid.representative of count pixels, components in pl, pa, pb; out: l, a, b. */
-static void
+SNAP_INLINE void
 snap_representative(const double *pl, const double *pa, const double *pb, int count, double *out)
 {
 	double sl = 0.0, sa = 0.0, sb = 0.0;
@@ -135,8 +177,8 @@ snap_representative(const double *pl, const double *pa, const double *pb, int co
 	memcpy(out, chosen, 3 * sizeof(double));
 }
 
-void
-snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out)
+SNAP_INLINE void
+snap_drawn_cells_body(const double *lab, int side, int factor, double *scratch, double *out)
 {
 	int n = side / factor, count = factor * factor;
 	double *pl = scratch, *pa = scratch + count, *pb = scratch + 2 * count;
@@ -154,39 +196,86 @@ snap_drawn_cells(const double *lab, int side, int factor, double *scratch, doubl
 	}
 }
 
-void
-snap_kmeans_refine(const double *points, long count, double *centres, int k, int iterations, int *assignment,
-		   double *work, long *counts)
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_drawn_cells_avx2(const double *lab, int side, int factor, double *scratch, double *out)
 {
-	double *cl = work, *ca = work + k, *cb = work + 2 * k, *sl = work + 3 * k, *sa = work + 4 * k, *sb = work + 5 * k,
-	       *d = work + 6 * k;
-	for (int j = 0; j < k; j++) { cl[j] = centres[3 * j]; ca[j] = centres[3 * j + 1]; cb[j] = centres[3 * j + 2]; }
+	snap_drawn_cells_body(lab, side, factor, scratch, out);
+}
+#endif
+
+void
+snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out)
+{
+#if SNAP_DISPATCH
+	if (snap_avx2()) { snap_drawn_cells_avx2(lab, side, factor, scratch, out); return; }
+#endif
+	snap_drawn_cells_body(lab, side, factor, scratch, out);
+}
+
+/* Lloyd's rounds. The nearest centre of every point is found centre by centre over
+ * all points (a loop the compiler vectorises): each point still meets the centres
+ * in order and keeps the first of equal distances, as the Swift loop did. */
+SNAP_INLINE void
+snap_kmeans_body(const double *restrict pl, const double *restrict pa, const double *restrict pb, long count,
+		 double *restrict centres, int k, int iterations, long *restrict assignment, long *restrict best,
+		 double *restrict nearest, double *restrict sums, long *restrict counts)
+{
 	for (int iteration = 0; iteration < iterations; iteration++) {
+		for (long i = 0; i < count; i++) { nearest[i] = INFINITY; best[i] = 0; }
+		for (int j = 0; j < k; j++) {
+			double cl = centres[3 * j], ca = centres[3 * j + 1], cb = centres[3 * j + 2];
+			for (long i = 0; i < count; i++) {
+				double dl = pl[i] - cl, da = pa[i] - ca, db = pb[i] - cb;
+				double d = dl * dl + da * da + db * db;
+				int less = d < nearest[i];
+				nearest[i] = less ? d : nearest[i];
+				best[i] = less ? j : best[i];
+			}
+		}
 		int changed = 0;
 		for (long i = 0; i < count; i++) {
-			double l = points[3 * i], a = points[3 * i + 1], b = points[3 * i + 2];
-			for (int j = 0; j < k; j++) {
-				double dl = l - cl[j], da = a - ca[j], db = b - cb[j];
-				d[j] = dl * dl + da * da + db * db;
-			}
-			int best = 0;
-			double bestDistance = INFINITY;
-			for (int j = 0; j < k; j++)
-				if (d[j] < bestDistance) { bestDistance = d[j]; best = j; }
-			if (assignment[i] != best) { assignment[i] = best; changed = 1; }
+			if (assignment[i] != best[i]) { assignment[i] = best[i]; changed = 1; }
 		}
-		for (int j = 0; j < k; j++) { sl[j] = 0.0; sa[j] = 0.0; sb[j] = 0.0; counts[j] = 0; }
+		for (int j = 0; j < 3 * k; j++) sums[j] = 0.0;
+		for (int j = 0; j < k; j++) counts[j] = 0;
 		for (long i = 0; i < count; i++) {
-			int j = assignment[i];
-			sl[j] += points[3 * i]; sa[j] += points[3 * i + 1]; sb[j] += points[3 * i + 2]; counts[j]++;
+			long j = assignment[i];
+			sums[3 * j] += pl[i]; sums[3 * j + 1] += pa[i]; sums[3 * j + 2] += pb[i]; counts[j]++;
 		}
 		for (int j = 0; j < k; j++) {
 			if (counts[j] > 0) {
 				double n = (double)counts[j];
-				cl[j] = sl[j] / n; ca[j] = sa[j] / n; cb[j] = sb[j] / n;
+				centres[3 * j] = sums[3 * j] / n;
+				centres[3 * j + 1] = sums[3 * j + 1] / n;
+				centres[3 * j + 2] = sums[3 * j + 2] / n;
 			}
 		}
 		if (!changed) break;
 	}
-	for (int j = 0; j < k; j++) { centres[3 * j] = cl[j]; centres[3 * j + 1] = ca[j]; centres[3 * j + 2] = cb[j]; }
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_kmeans_avx2(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+		 long *assignment, long *best, double *nearest, double *sums, long *counts)
+{
+	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
+}
+#endif
+
+void
+snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+		   long *scratch, double *work)
+{
+	long *assignment = scratch, *best = scratch + count, *counts = scratch + 2 * count;
+	double *nearest = work, *sums = work + count;
+	for (long i = 0; i < count; i++) assignment[i] = 0;
+#if SNAP_DISPATCH
+	if (snap_avx2()) {
+		snap_kmeans_avx2(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
+		return;
+	}
+#endif
+	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
 }

@@ -36,21 +36,24 @@ public enum OKLabKernels {
         }
     }
 
-    /// Lloyd's k-means over `points` from `centres` (both interleaved), at most `iterations` rounds.
-    public static func kMeansRefine(points: [Double], centres: [Double], iterations: Int) -> [Double] {
-        let count = points.count / 3, k = centres.count / 3
+    /// Lloyd's k-means over the points with components `l`, `a`, `b` from `centres`
+    /// (interleaved l, a, b), at most `iterations` rounds.
+    public static func kMeansRefine(l: [Double], a: [Double], b: [Double], centres: [Double], iterations: Int) -> [Double] {
+        let count = l.count, k = centres.count / 3
+        precondition(a.count == count && b.count == count, "one l, a and b per point")
         guard count > 0, k > 0 else { return centres }
         var centres = centres
-        var assignment = [Int32](repeating: 0, count: count)
-        var work = [Double](repeating: 0, count: 7 * k)
-        var counts = [Int](repeating: 0, count: k)
-        points.withUnsafeBufferPointer { p in
-            centres.withUnsafeMutableBufferPointer { c in
-                assignment.withUnsafeMutableBufferPointer { a in
-                    work.withUnsafeMutableBufferPointer { w in
-                        counts.withUnsafeMutableBufferPointer { n in
-                            snap_kmeans_refine(p.baseAddress, count, c.baseAddress, Int32(k), Int32(iterations), a.baseAddress,
-                                               w.baseAddress, n.baseAddress)
+        var scratch = [Int](repeating: 0, count: 2 * count + k)
+        var work = [Double](repeating: 0, count: count + 3 * k)
+        l.withUnsafeBufferPointer { pl in
+            a.withUnsafeBufferPointer { pa in
+                b.withUnsafeBufferPointer { pb in
+                    centres.withUnsafeMutableBufferPointer { c in
+                        scratch.withUnsafeMutableBufferPointer { s in
+                            work.withUnsafeMutableBufferPointer { w in
+                                snap_kmeans_refine(pl.baseAddress, pa.baseAddress, pb.baseAddress, count, c.baseAddress, Int32(k),
+                                                   Int32(iterations), s.baseAddress, w.baseAddress)
+                            }
                         }
                     }
                 }

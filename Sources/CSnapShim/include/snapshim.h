@@ -243,9 +243,10 @@ void snap_oklab_image(const unsigned char *rgb, long count, const double *linear
 /* each factor x factor block's representative colour (DrawnGrid.representative) of a
  * side x side OKLab image, (side / factor)^2 cells, interleaved (scratch: 3 factor^2); */
 void snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out);
-/* Lloyd's k-means from k interleaved centres (updated in place) over count interleaved
- * points, as OKLabQuantizer.kMeans (assignment: count zeros; work: 7 k; counts: k). */
-void snap_kmeans_refine(const double *points, long count, double *centres, int k, int iterations, int *assignment,
-			double *work, long *counts);
+/* Lloyd's k-means from k interleaved centres (updated in place) over count points
+ * (components pl, pa, pb), as OKLabQuantizer.kMeans (scratch: 2 count + k longs;
+ * work: count + 3 k doubles). */
+void snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+			long *scratch, double *work);
 
 #endif

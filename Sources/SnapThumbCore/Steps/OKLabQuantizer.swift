@@ -115,8 +115,6 @@ enum OKLabQuantizer {
         }
         // Lloyd's rounds in C (`snap_kmeans_refine`): nearest centre per point (first of
         // equals), sums in point order, a centre without points kept.
-        var interleaved = [Double](repeating: 0, count: 3 * count)
-        for i in 0..<count { interleaved[3 * i] = pl[i]; interleaved[3 * i + 1] = pa[i]; interleaved[3 * i + 2] = pb[i] }
-        return OKLab.interleaved(OKLabKernels.kMeansRefine(points: interleaved, centres: centres, iterations: iterations))
+        return OKLab.interleaved(OKLabKernels.kMeansRefine(l: pl, a: pa, b: pb, centres: centres, iterations: iterations))
     }
 }
