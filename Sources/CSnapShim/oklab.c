@@ -134,7 +134,8 @@ snap_oklab_image(const unsigned char *rgb, long count, const double *linear, dou
 
 /* DrawnGrid.representative of count pixels, components in pl, pa, pb; out: l, a, b. */
 SNAP_INLINE void
-snap_representative(const double *pl, const double *pa, const double *pb, int count, double *out)
+snap_representative(const double *restrict pl, const double *restrict pa, const double *restrict pb, int count,
+		    long *restrict nearer, double *out)
 {
 	double sl = 0.0, sa = 0.0, sb = 0.0;
 	for (int k = 0; k < count; k++) { sl += pl[k]; sa += pa[k]; sb += pb[k]; }
@@ -150,18 +151,25 @@ snap_representative(const double *pl, const double *pa, const double *pb, int co
 	if (sqrt(dl * dl + da * da + db * db) < 0.06) { memcpy(out, mean, sizeof mean); return; }
 	int n0 = 0, n1 = 0;
 	for (int iteration = 0; iteration < 4; iteration++) {
-		double s0l = 0.0, s0a = 0.0, s0b = 0.0, s1l = 0.0, s1a = 0.0, s1b = 0.0;
-		n0 = 0; n1 = 0;
+		/* Which centre each pixel is nearer (the first on a tie), all pixels at once;
+		 * then the sums in pixel order. Adding +0.0 for a pixel of the other group
+		 * leaves a sum as it is (a sum from +0.0 is never -0.0), so no branches. */
+		const double c0l = c0[0], c0a = c0[1], c0b = c0[2], c1l = c1[0], c1a = c1[1], c1b = c1[2];
 		for (int k = 0; k < count; k++) {
-			double l = pl[k], a = pa[k], b = pb[k];
-			double d0l = l - c0[0], d0a = a - c0[1], d0b = b - c0[2];
-			double d1l = l - c1[0], d1a = a - c1[1], d1b = b - c1[2];
-			if (d0l * d0l + d0a * d0a + d0b * d0b <= d1l * d1l + d1a * d1a + d1b * d1b) {
-				s0l += l; s0a += a; s0b += b; n0++;
-			} else {
-				s1l += l; s1a += a; s1b += b; n1++;
-			}
+			double d0l = pl[k] - c0l, d0a = pa[k] - c0a, d0b = pb[k] - c0b;
+			double d1l = pl[k] - c1l, d1a = pa[k] - c1a, d1b = pb[k] - c1b;
+			nearer[k] = d0l * d0l + d0a * d0a + d0b * d0b <= d1l * d1l + d1a * d1a + d1b * d1b;
 		}
+		double s0l = 0.0, s0a = 0.0, s0b = 0.0, s1l = 0.0, s1a = 0.0, s1b = 0.0;
+		n0 = 0;
+		for (int k = 0; k < count; k++) {
+			long first = nearer[k];
+			double l = pl[k], a = pa[k], b = pb[k];
+			s0l += first ? l : 0.0; s0a += first ? a : 0.0; s0b += first ? b : 0.0;
+			s1l += first ? 0.0 : l; s1a += first ? 0.0 : a; s1b += first ? 0.0 : b;
+			n0 += (int)first;
+		}
+		n1 = count - n0;
 		if (n0 == 0 || n1 == 0) { memcpy(out, mean, sizeof mean); return; }
 		double m0 = (double)n0, m1 = (double)n1;
 		double next0[3] = { s0l / m0, s0a / m0, s0b / m0 }, next1[3] = { s1l / m1, s1a / m1, s1b / m1 };
@@ -182,6 +190,7 @@ snap_drawn_cells_body(const double *lab, int side, int factor, double *scratch, 
 {
 	int n = side / factor, count = factor * factor;
 	double *pl = scratch, *pa = scratch + count, *pb = scratch + 2 * count;
+	long *nearer = (long *)(scratch + 3 * count);
 	for (int y = 0; y < n; y++) {
 		for (int x = 0; x < n; x++) {
 			int k = 0;
@@ -191,7 +200,7 @@ snap_drawn_cells_body(const double *lab, int side, int factor, double *scratch, 
 					pl[k] = row[3 * dx]; pa[k] = row[3 * dx + 1]; pb[k] = row[3 * dx + 2];
 				}
 			}
-			snap_representative(pl, pa, pb, count, out + 3 * ((size_t)y * n + x));
+			snap_representative(pl, pa, pb, count, nearer, out + 3 * ((size_t)y * n + x));
 		}
 	}
 }
@@ -279,3 +288,4 @@ snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long co
 #endif
 	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
 }
+

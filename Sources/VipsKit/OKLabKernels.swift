@@ -25,7 +25,7 @@ public enum OKLabKernels {
     public static func drawnCells(lab: [Double], side: Int, factor: Int) -> [Double] {
         precondition(factor > 0 && lab.count >= side * side * 3, "the image holds side × side colours")
         let n = side / factor
-        var scratch = [Double](repeating: 0, count: 3 * factor * factor)
+        var scratch = [Double](repeating: 0, count: 4 * factor * factor)
         return [Double](unsafeUninitializedCapacity: n * n * 3) { buffer, initialized in
             lab.withUnsafeBufferPointer { input in
                 scratch.withUnsafeMutableBufferPointer { s in

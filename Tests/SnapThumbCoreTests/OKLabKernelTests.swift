@@ -166,4 +166,21 @@ struct OKLabKernelTests {
             #expect(Self.bits(OKLabQuantizer.kMeans(points, k: k, iterations: 1)) == Self.bits(Self.referenceKMeans(points, k: k, iterations: 1)))
         }
     }
+
+    @Test("PNG row packing: the same bytes as packing index by index", arguments: [1, 2, 4, 8])
+    func packing(depth: Int) {
+        var random = Random(state: UInt64(depth))
+        for width in 1...19 {
+            let height = 3
+            let indices = (0..<(width * height)).map { _ in UInt8(random.next() % UInt64(1 << depth)) }
+            let perByte = 8 / depth, rowBytes = (width * depth + 7) / 8
+            var expected = [UInt8](repeating: 0, count: rowBytes * height)
+            for y in 0..<height {
+                for x in 0..<width {
+                    expected[y * rowBytes + x / perByte] |= indices[y * width + x] << ((perByte - 1 - x % perByte) * depth)
+                }
+            }
+            #expect(Zlib.packedRows(indices: indices, width: width, height: height, depth: depth) == expected, "width \(width)")
+        }
+    }
 }
