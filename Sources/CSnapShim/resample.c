@@ -2,12 +2,16 @@
 #define _GNU_SOURCE 1
 #include "snapshim.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
+
+#pragma STDC FP_CONTRACT OFF
+#pragma clang fp contract(off)
 
 /* lrintf without the call into libm (30,000 per square): the same rounding, to
  * nearest even in the default rounding mode, which nothing here changes. */
@@ -88,8 +92,8 @@ snap_fold_edges(int n, int len, int taps, int *first, int *count, float *w)
 /* acc[i] += w[0]·src[0][i] + … in that order, four taps per pass over acc (the
  * same additions in the same order as one tap at a time, a quarter of the loads
  * and stores of acc). */
-static void
-snap_accumulate(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+static inline __attribute__((always_inline)) void
+snap_accumulate_body(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
 {
 	int k = 0;
 	for (; k + 4 <= taps; k += 4) {
@@ -109,6 +113,39 @@ snap_accumulate(float *restrict acc, size_t n, const float *const *src, const fl
 		float w0 = w[k];
 		for (size_t i = 0; i < n; i++) acc[i] += w0 * s0[i];
 	}
+}
+
+/* The same loops compiled for AVX2 too (eight floats a vector instead of four; no
+ * fused multiply-add, contraction is off), run where the processor has it: each
+ * output is the same sum in the same order, so the pixels are the same. */
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static void
+snap_accumulate_avx2(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+{
+	snap_accumulate_body(acc, n, src, w, taps);
+}
+
+static int
+snap_resample_avx2(void)
+{
+	static int known = -1;
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx2") ? 1 : 0;
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+#endif
+
+static void
+snap_accumulate(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_resample_avx2()) { snap_accumulate_avx2(acc, n, src, w, taps); return; }
+#endif
+	snap_accumulate_body(acc, n, src, w, taps);
 }
 
 /* Weights of the last few axes this thread resampled: snaps mostly share one
@@ -162,9 +199,9 @@ snap_square_rgb(const unsigned char *rgb, int width, int height, int side, unsig
 	return snap_square_rgb_region(rgb, width, height, 0, 0, width, height, side, out);
 }
 
-int
-snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_height, int left_at, int top_at,
-                       int width, int height, int side, unsigned char *out)
+static inline __attribute__((always_inline)) int
+snap_square_region_body(const unsigned char *rgb, int region_width, int region_height, int left_at, int top_at,
+                        int width, int height, int side, unsigned char *out)
 {
 	/* The exact centre square, offsets in output pixels and not rounded:
 	 * libvips' thumbnail rounds the scaled size and the crop's offset to whole
@@ -255,24 +292,56 @@ done:
 	return status;
 }
 
+/* The whole square in an AVX2 build too where the processor has it (the rows'
+ * conversion to float and the turn between the passes vectorise wider): the same
+ * operations on every pixel, so the same pixels. */
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static int
+snap_square_region_avx2(const unsigned char *rgb, int region_width, int region_height, int left_at, int top_at,
+                        int width, int height, int side, unsigned char *out)
+{
+	return snap_square_region_body(rgb, region_width, region_height, left_at, top_at, width, height, side, out);
+}
+#endif
+
+int
+snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_height, int left_at, int top_at,
+                       int width, int height, int side, unsigned char *out)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_resample_avx2())
+		return snap_square_region_avx2(rgb, region_width, region_height, left_at, top_at, width, height, side, out);
+#endif
+	return snap_square_region_body(rgb, region_width, region_height, left_at, top_at, width, height, side, out);
+}
+
+/* Where the pixel shown at (x, y) of the turned and flipped image comes from. */
+static inline const unsigned char *
+snap_orient_source(const unsigned char *rgb, int width, int height, int ow, int rotate, int flip, int x, int y)
+{
+	int rx = flip ? ow - 1 - x : x, sx, sy;
+	switch (rotate) {
+	case 90: sx = y; sy = height - 1 - rx; break;
+	case 180: sx = width - 1 - rx; sy = height - 1 - y; break;
+	case 270: sx = width - 1 - y; sy = rx; break;
+	default: sx = rx; sy = y; break;
+	}
+	return rgb + ((size_t) sy * width + sx) * 3;
+}
+
 void
 snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out)
 {
 	int swap = rotate == 90 || rotate == 270;
 	int ow = swap ? height : width, oh = swap ? width : height;
 
+	/* Along an output row the source moves by a fixed step (a pixel or a row,
+	 * either way): found once per row instead of a switch per pixel. */
 	for (int y = 0; y < oh; y++) {
 		unsigned char *row = out + (size_t) y * ow * 3;
-		for (int x = 0; x < ow; x++) {
-			/* The rotated image's pixel shown at (x, y) after the flip. */
-			int rx = flip ? ow - 1 - x : x, sx, sy;
-			switch (rotate) {
-			case 90: sx = y; sy = height - 1 - rx; break;
-			case 180: sx = width - 1 - rx; sy = height - 1 - y; break;
-			case 270: sx = width - 1 - y; sy = rx; break;
-			default: sx = rx; sy = y; break;
-			}
-			const unsigned char *p = rgb + ((size_t) sy * width + sx) * 3;
+		const unsigned char *p = snap_orient_source(rgb, width, height, ow, rotate, flip, 0, y);
+		ptrdiff_t step = ow > 1 ? snap_orient_source(rgb, width, height, ow, rotate, flip, 1, y) - p : 0;
+		for (int x = 0; x < ow; x++, p += step) {
 			row[x * 3] = p[0];
 			row[x * 3 + 1] = p[1];
 			row[x * 3 + 2] = p[2];

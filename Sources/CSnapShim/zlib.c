@@ -35,3 +35,19 @@ snap_deflate(const void *in, size_t in_len, int level, int strategy, void *out, 
 }
 
 const char *snap_zlib_version(void) { return zlibVersion(); }
+
+void
+snap_pack_indices(const unsigned char *indices, int width, int height, int depth, unsigned char *out)
+{
+	int per_byte = 8 / depth, row_bytes = (width * depth + 7) / 8;
+	for (int y = 0; y < height; y++) {
+		const unsigned char *in = indices + (size_t) y * width;
+		unsigned char *row = out + (size_t) y * row_bytes;
+		for (int byte = 0, x = 0; byte < row_bytes; byte++) {
+			unsigned packed = 0;
+			for (int k = 0; k < per_byte && x < width; k++, x++)
+				packed |= (unsigned) in[x] << ((per_byte - 1 - k) * depth);
+			row[byte] = (unsigned char) packed;
+		}
+	}
+}

@@ -1,4 +1,5 @@
 import Foundation
+import VipsKit
 
 /// A colour in Björn Ottosson's OKLab: `l` is perceived lightness (0 black, 1 white), `a`
 /// green–red, `b` blue–yellow. Euclidean distance in it follows how different two colours
@@ -110,9 +111,16 @@ public struct OKLab: Sendable, Equatable {
         return UInt8((v * 255).rounded())
     }
 
-    /// Packed 8-bit sRGB to OKLab, one colour per pixel.
+    /// Packed 8-bit sRGB to OKLab, one colour per pixel: `init(red:green:blue:)` of each,
+    /// computed in C four pixels at a time (`OKLabKernels.image`: the same operations in the
+    /// same order, so the same bits; tested on a grid of the whole cube).
     public static func image(rgb: [UInt8]) -> [OKLab] {
-        stride(from: 0, to: rgb.count - 2, by: 3).map { OKLab(red: rgb[$0], green: rgb[$0 + 1], blue: rgb[$0 + 2]) }
+        interleaved(OKLabKernels.image(rgb: rgb, linearTable: linearTable))
+    }
+
+    /// Colours from interleaved l, a, b (as the kernels return them).
+    static func interleaved(_ values: [Double]) -> [OKLab] {
+        (0..<(values.count / 3)).map { OKLab(l: values[3 * $0], a: values[3 * $0 + 1], b: values[3 * $0 + 2]) }
     }
 
     /// OKLab colours to packed 8-bit sRGB.

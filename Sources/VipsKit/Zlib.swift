@@ -23,4 +23,17 @@ public enum Zlib {
         out.removeSubrange(capacity...)
         return out
     }
+
+    /// PNG rows of palette indices without filter bytes: `depth` bits each (1, 2, 4 or 8),
+    /// most significant first, `(width × depth + 7) / 8` bytes a row, rows one after another.
+    public static func packedRows(indices: [UInt8], width: Int, height: Int, depth: Int) -> [UInt8] {
+        precondition([1, 2, 4, 8].contains(depth) && indices.count >= width * height, "indices of width × height, depth 1, 2, 4 or 8")
+        let count = (width * depth + 7) / 8 * height
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            indices.withUnsafeBufferPointer { input in
+                if count > 0 { snap_pack_indices(input.baseAddress, Int32(width), Int32(height), Int32(depth), buffer.baseAddress) }
+            }
+            initialized = count
+        }
+    }
 }

@@ -193,4 +193,23 @@ void snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chro
                       long *flat, long *squares);
 void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int flip, unsigned char *out);
 
+/* ==== The drawn pixel art (oklab.c) ==== */
+
+/* The drawn pixel art's arithmetic in OKLab (oklab.c), bit for bit as SnapThumbCore's
+ * Swift: OKLab of count packed 8-bit sRGB pixels (linear: the 256-entry sRGB-to-linear
+ * table), interleaved l, a, b; */
+void snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab);
+/* each factor x factor block's representative colour (DrawnGrid.representative) of a
+ * side x side OKLab image, (side / factor)^2 cells, interleaved (scratch: 4 factor^2); */
+void snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out);
+/* Lloyd's k-means from k interleaved centres (updated in place) over count points
+ * (components pl, pa, pb), as OKLabQuantizer.kMeans (scratch: 2 count + k longs;
+ * work: count + 3 k doubles). */
+void snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+			long *scratch, double *work);
+
+/* Palette indices packed depth bits each (1, 2, 4 or 8), most significant first, each
+ * row of width indices into (width * depth + 7) / 8 bytes: the PNG's rows unfiltered. */
+void snap_pack_indices(const unsigned char *indices, int width, int height, int depth, unsigned char *out);
+
 #endif

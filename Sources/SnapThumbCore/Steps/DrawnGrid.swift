@@ -1,4 +1,5 @@
 import Foundation
+import VipsKit
 
 /// The grid of the `drawn` and `retro` styles: each cell takes the colour most of its
 /// pixels share rather than their mean, then lightness and chroma are shaped for a tiny,
@@ -35,27 +36,18 @@ enum DrawnGrid {
     }
 
     /// `rgb` is packed sRGB, `side` × `side`; returns packed sRGB, (side / factor)² cells.
+    /// The OKLab colours of the pixels and each cell's `representative` are computed in C
+    /// (`OKLabKernels`: the same arithmetic in the same order, bit for bit; the tests hold
+    /// the Swift loops this replaced and compare): they were most of the drawn style's cost.
     static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift) -> [UInt8] {
-        let lab = OKLab.image(rgb: rgb)
-        let n = side / factor
-        var grid = [OKLab](repeating: .zero, count: n * n)
-        var block = [OKLab]()
-        block.reserveCapacity(factor * factor)
-        for y in 0..<n {
-            for x in 0..<n {
-                block.removeAll(keepingCapacity: true)
-                for dy in 0..<factor {
-                    let row = (y * factor + dy) * side + x * factor
-                    for dx in 0..<factor { block.append(lab[row + dx]) }
-                }
-                grid[y * n + x] = representative(block)
-            }
-        }
-        return OKLab.rgb(shaped(grid, side: n, lift: lift))
+        let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
+        let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
+        return OKLab.rgb(shaped(grid, side: side / factor, lift: lift))
     }
 
     /// The mean of the larger of two 2-means groups of `pixels` (the one nearer the mean on a
-    /// tie); the plain mean when the pixels are all close (a flat cell).
+    /// tie); the plain mean when the pixels are all close (a flat cell). The definition:
+    /// `cells` runs the same arithmetic in C (`snap_drawn_cells`), tested to agree.
     static func representative(_ pixels: [OKLab]) -> OKLab {
         let mean = pixels.reduce(.zero, +) / Double(pixels.count)
         // Seeds: the darkest and the lightest pixel (first of equals: deterministic).

@@ -1,4 +1,5 @@
 import Foundation
+import VipsKit
 
 /// Palette choice and mapping in OKLab, for the `drawn` and `retro` styles: an adaptive
 /// palette is median cut then refined by k-means on the cells' OKLab colours, and every
@@ -65,48 +66,55 @@ enum OKLabQuantizer {
     /// `k` colours for `points`: median cut (split the box with the largest extent × count at
     /// the median of its widest axis) gives the seeds, then Lloyd's k-means refines them.
     /// Deterministic: every sort breaks ties by position.
+    ///
+    /// The points are held a component per array, each box's extent is measured once, when
+    /// it is made, and Lloyd's rounds run in C; every sum and comparison is the one of the
+    /// plain Swift version (kept in the tests as the reference), so the palette is bit for
+    /// bit the same.
     static func kMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
-        func axis(_ p: OKLab, _ a: Int) -> Double { a == 0 ? p.l : a == 1 ? p.a : p.b }
+        let count = points.count
+        var pl = [Double](repeating: 0, count: count), pa = pl, pb = pl
+        for i in 0..<count { pl[i] = points[i].l; pa[i] = points[i].a; pb[i] = points[i].b }
         func extent(_ box: [Int]) -> (axis: Int, range: Double) {
             var best = (axis: 0, range: -1.0)
-            for a in 0..<3 {
+            for (a, values) in [pl, pa, pb].enumerated() {
                 var low = Double.infinity, high = -Double.infinity
-                for i in box { low = min(low, axis(points[i], a)); high = max(high, axis(points[i], a)) }
+                for i in box { let v = values[i]; low = min(low, v); high = max(high, v) }
                 if high - low > best.range { best = (a, high - low) }
             }
             return best
         }
+        struct Keyed { var key: Double; var index: Int }
         var boxes = [Array(points.indices)]
+        var extents = [extent(boxes[0])]
         while boxes.count < k {
             var chosen = -1, score = 0.0
-            for (i, box) in boxes.enumerated() where box.count > 1 {
-                let s = extent(box).range * Double(box.count)
+            for i in boxes.indices where boxes[i].count > 1 {
+                let s = extents[i].range * Double(boxes[i].count)
                 if s > score { score = s; chosen = i }
             }
             guard chosen >= 0 else { break }
-            let box = boxes[chosen], a = extent(box).axis
-            let sorted = box.sorted { (axis(points[$0], a), $0) < (axis(points[$1], a), $1) }
+            let box = boxes[chosen], axis = extents[chosen].axis
+            let values: [Double] = axis == 0 ? pl : axis == 1 ? pa : pb
+            var keyed: [Keyed] = box.map { Keyed(key: values[$0], index: $0) }
+            keyed.sort { (x: Keyed, y: Keyed) -> Bool in x.key < y.key || (x.key == y.key && x.index < y.index) }
+            let sorted: [Int] = keyed.map(\.index)
             let half = sorted.count / 2
             boxes[chosen] = Array(sorted[..<half])
+            extents[chosen] = extent(boxes[chosen])
             boxes.append(Array(sorted[half...]))
+            extents.append(extent(boxes[boxes.count - 1]))
         }
-        var centres = boxes.map { box in box.reduce(OKLab.zero) { $0 + points[$1] } / Double(box.count) }
-        var assignment = [Int](repeating: 0, count: points.count)
-        for _ in 0..<iterations {
-            var changed = false
-            for (i, p) in points.enumerated() {
-                var best = 0, bestDistance = Double.infinity
-                for (j, c) in centres.enumerated() {
-                    let d = p.distanceSquared(c)
-                    if d < bestDistance { bestDistance = d; best = j }
-                }
-                if assignment[i] != best { assignment[i] = best; changed = true }
-            }
-            var sums = [OKLab](repeating: .zero, count: centres.count), counts = [Int](repeating: 0, count: centres.count)
-            for (i, p) in points.enumerated() { sums[assignment[i]] = sums[assignment[i]] + p; counts[assignment[i]] += 1 }
-            for j in centres.indices where counts[j] > 0 { centres[j] = sums[j] / Double(counts[j]) }
-            if !changed { break }
+        var centres = [Double]()
+        centres.reserveCapacity(3 * boxes.count)
+        for box in boxes {
+            var sl = 0.0, sa = 0.0, sb = 0.0
+            for i in box { sl += pl[i]; sa += pa[i]; sb += pb[i] }
+            let n = Double(box.count)
+            centres += [sl / n, sa / n, sb / n]
         }
-        return centres
+        // Lloyd's rounds in C (`snap_kmeans_refine`): nearest centre per point (first of
+        // equals), sums in point order, a centre without points kept.
+        return OKLab.interleaved(OKLabKernels.kMeansRefine(l: pl, a: pa, b: pb, centres: centres, iterations: iterations))
     }
 }

@@ -1,0 +1,291 @@
+/* The drawn pixel art's per-pixel arithmetic in OKLab (SnapThumbCore's OKLab.swift,
+ * Steps/DrawnGrid.swift, Steps/OKLabQuantizer.swift): the same operations in the
+ * same order as the Swift code they replace, in IEEE 754 double precision with
+ * contraction off, so every colour is bit for bit the one Swift computed (the
+ * tests compare both on the colour cube, random cells and random point sets). */
+#include "snapshim.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#pragma STDC FP_CONTRACT OFF
+#pragma clang fp contract(off)
+/* The four-lane helpers are always inlined: no vector crosses a call. */
+#pragma clang diagnostic ignored "-Wpsabi"
+
+/* Four lanes; without AVX the compiler splits each operation in two SSE2 halves. */
+typedef double snap_v4d __attribute__((vector_size(32)));
+typedef long long snap_v4l __attribute__((vector_size(32)));
+
+/* Each kernel is compiled twice, for any x86-64 and for AVX2 (wider vectors, the same
+ * IEEE operations lane by lane: AVX2 brings no fused multiply-add, and contraction
+ * is off besides), and runs the AVX2 one where the processor has it. */
+#if defined(__x86_64__) && defined(__clang__)
+#define SNAP_DISPATCH 1
+#define SNAP_INLINE static inline __attribute__((always_inline))
+static int
+snap_avx2(void)
+{
+	static int known = -1;
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx2") ? 1 : 0;
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+#else
+#define SNAP_DISPATCH 0
+#define SNAP_INLINE static inline
+#endif
+
+/* OKLab.cubeRoot, lane by lane, for finite x >= 0: the guess from the exponent bits,
+ * two Halley steps, and 0 for 0. */
+SNAP_INLINE snap_v4d
+snap_cube_root4(snap_v4d x)
+{
+	snap_v4d y;
+	for (int i = 0; i < 4; i++) {
+		double v = x[i];
+		uint64_t bits;
+		memcpy(&bits, &v, 8);
+		bits = bits / 3 + 0x2A9F7893782DA1CEULL;
+		double g;
+		memcpy(&g, &bits, 8);
+		y[i] = g;
+	}
+	for (int step = 0; step < 2; step++) {
+		snap_v4d y3 = y * y * y;
+		y *= (y3 + 2.0 * x) / (2.0 * y3 + x);
+	}
+	snap_v4l nonzero = x != 0.0;
+	return (snap_v4d)((snap_v4l)y & nonzero);
+}
+
+/* The scalar root, as OKLab.cubeRoot (for the last pixels). */
+SNAP_INLINE double
+snap_cube_root(double x)
+{
+	if (x == 0 || !isfinite(x)) return x;
+	double v = fabs(x);
+	uint64_t bits;
+	memcpy(&bits, &v, 8);
+	bits = bits / 3 + 0x2A9F7893782DA1CEULL;
+	double y;
+	memcpy(&y, &bits, 8);
+	for (int step = 0; step < 2; step++) {
+		double y3 = y * y * y;
+		y *= (y3 + 2 * v) / (2 * y3 + v);
+	}
+	return x < 0 ? -y : y;
+}
+
+SNAP_INLINE void
+snap_oklab_image_body(const unsigned char *rgb, long count, const double *linear, double *lab)
+{
+	long i = 0;
+	for (; i + 4 <= count; i += 4) {
+		const unsigned char *p = rgb + 3 * i;
+		snap_v4d r = { linear[p[0]], linear[p[3]], linear[p[6]], linear[p[9]] };
+		snap_v4d g = { linear[p[1]], linear[p[4]], linear[p[7]], linear[p[10]] };
+		snap_v4d b = { linear[p[2]], linear[p[5]], linear[p[8]], linear[p[11]] };
+		snap_v4d l = snap_cube_root4(0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b);
+		snap_v4d m = snap_cube_root4(0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b);
+		snap_v4d s = snap_cube_root4(0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b);
+		snap_v4d ol = 0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s;
+		snap_v4d oa = 1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s;
+		snap_v4d ob = 0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s;
+		for (int k = 0; k < 4; k++) {
+			lab[3 * (i + k)] = ol[k];
+			lab[3 * (i + k) + 1] = oa[k];
+			lab[3 * (i + k) + 2] = ob[k];
+		}
+	}
+	for (; i < count; i++) {
+		const unsigned char *p = rgb + 3 * i;
+		double r = linear[p[0]], g = linear[p[1]], b = linear[p[2]];
+		double l = snap_cube_root(0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b);
+		double m = snap_cube_root(0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b);
+		double s = snap_cube_root(0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b);
+		lab[3 * i] = 0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s;
+		lab[3 * i + 1] = 1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s;
+		lab[3 * i + 2] = 0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s;
+	}
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_oklab_image_avx2(const unsigned char *rgb, long count, const double *linear, double *lab)
+{
+	snap_oklab_image_body(rgb, count, linear, lab);
+}
+#endif
+
+void
+snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab)
+{
+#if SNAP_DISPATCH
+	if (snap_avx2()) { snap_oklab_image_avx2(rgb, count, linear, lab); return; }
+#endif
+	snap_oklab_image_body(rgb, count, linear, lab);
+}
+
+/* DrawnGrid.representative of count pixels, components in pl, pa, pb; out: l, a, b. */
+SNAP_INLINE void
+snap_representative(const double *restrict pl, const double *restrict pa, const double *restrict pb, int count,
+		    long *restrict nearer, double *out)
+{
+	double sl = 0.0, sa = 0.0, sb = 0.0;
+	for (int k = 0; k < count; k++) { sl += pl[k]; sa += pa[k]; sb += pb[k]; }
+	double total = (double)count;
+	double mean[3] = { sl / total, sa / total, sb / total };
+	int dark = 0, light = 0;
+	for (int k = 0; k < count; k++) {
+		if (pl[k] < pl[dark]) dark = k;
+		if (pl[k] > pl[light]) light = k;
+	}
+	double c0[3] = { pl[dark], pa[dark], pb[dark] }, c1[3] = { pl[light], pa[light], pb[light] };
+	double dl = c0[0] - c1[0], da = c0[1] - c1[1], db = c0[2] - c1[2];
+	if (sqrt(dl * dl + da * da + db * db) < 0.06) { memcpy(out, mean, sizeof mean); return; }
+	int n0 = 0, n1 = 0;
+	for (int iteration = 0; iteration < 4; iteration++) {
+		/* Which centre each pixel is nearer (the first on a tie), all pixels at once;
+		 * then the sums in pixel order. Adding +0.0 for a pixel of the other group
+		 * leaves a sum as it is (a sum from +0.0 is never -0.0), so no branches. */
+		const double c0l = c0[0], c0a = c0[1], c0b = c0[2], c1l = c1[0], c1a = c1[1], c1b = c1[2];
+		for (int k = 0; k < count; k++) {
+			double d0l = pl[k] - c0l, d0a = pa[k] - c0a, d0b = pb[k] - c0b;
+			double d1l = pl[k] - c1l, d1a = pa[k] - c1a, d1b = pb[k] - c1b;
+			nearer[k] = d0l * d0l + d0a * d0a + d0b * d0b <= d1l * d1l + d1a * d1a + d1b * d1b;
+		}
+		double s0l = 0.0, s0a = 0.0, s0b = 0.0, s1l = 0.0, s1a = 0.0, s1b = 0.0;
+		n0 = 0;
+		for (int k = 0; k < count; k++) {
+			long first = nearer[k];
+			double l = pl[k], a = pa[k], b = pb[k];
+			s0l += first ? l : 0.0; s0a += first ? a : 0.0; s0b += first ? b : 0.0;
+			s1l += first ? 0.0 : l; s1a += first ? 0.0 : a; s1b += first ? 0.0 : b;
+			n0 += (int)first;
+		}
+		n1 = count - n0;
+		if (n0 == 0 || n1 == 0) { memcpy(out, mean, sizeof mean); return; }
+		double m0 = (double)n0, m1 = (double)n1;
+		double next0[3] = { s0l / m0, s0a / m0, s0b / m0 }, next1[3] = { s1l / m1, s1a / m1, s1b / m1 };
+		int same = next0[0] == c0[0] && next0[1] == c0[1] && next0[2] == c0[2]
+			&& next1[0] == c1[0] && next1[1] == c1[1] && next1[2] == c1[2];
+		if (same) break;
+		memcpy(c0, next0, sizeof c0);
+		memcpy(c1, next1, sizeof c1);
+	}
+	const double *chosen;
+	if (n0 != n1) chosen = n0 > n1 ? c0 : c1;
+	else chosen = fabs(c0[0] - mean[0]) <= fabs(c1[0] - mean[0]) ? c0 : c1;
+	memcpy(out, chosen, 3 * sizeof(double));
+}
+
+SNAP_INLINE void
+snap_drawn_cells_body(const double *lab, int side, int factor, double *scratch, double *out)
+{
+	int n = side / factor, count = factor * factor;
+	double *pl = scratch, *pa = scratch + count, *pb = scratch + 2 * count;
+	long *nearer = (long *)(scratch + 3 * count);
+	for (int y = 0; y < n; y++) {
+		for (int x = 0; x < n; x++) {
+			int k = 0;
+			for (int dy = 0; dy < factor; dy++) {
+				const double *row = lab + 3 * ((size_t)(y * factor + dy) * side + x * factor);
+				for (int dx = 0; dx < factor; dx++, k++) {
+					pl[k] = row[3 * dx]; pa[k] = row[3 * dx + 1]; pb[k] = row[3 * dx + 2];
+				}
+			}
+			snap_representative(pl, pa, pb, count, nearer, out + 3 * ((size_t)y * n + x));
+		}
+	}
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_drawn_cells_avx2(const double *lab, int side, int factor, double *scratch, double *out)
+{
+	snap_drawn_cells_body(lab, side, factor, scratch, out);
+}
+#endif
+
+void
+snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out)
+{
+#if SNAP_DISPATCH
+	if (snap_avx2()) { snap_drawn_cells_avx2(lab, side, factor, scratch, out); return; }
+#endif
+	snap_drawn_cells_body(lab, side, factor, scratch, out);
+}
+
+/* Lloyd's rounds. The nearest centre of every point is found centre by centre over
+ * all points (a loop the compiler vectorises): each point still meets the centres
+ * in order and keeps the first of equal distances, as the Swift loop did. */
+SNAP_INLINE void
+snap_kmeans_body(const double *restrict pl, const double *restrict pa, const double *restrict pb, long count,
+		 double *restrict centres, int k, int iterations, long *restrict assignment, long *restrict best,
+		 double *restrict nearest, double *restrict sums, long *restrict counts)
+{
+	for (int iteration = 0; iteration < iterations; iteration++) {
+		for (long i = 0; i < count; i++) { nearest[i] = INFINITY; best[i] = 0; }
+		for (int j = 0; j < k; j++) {
+			double cl = centres[3 * j], ca = centres[3 * j + 1], cb = centres[3 * j + 2];
+			for (long i = 0; i < count; i++) {
+				double dl = pl[i] - cl, da = pa[i] - ca, db = pb[i] - cb;
+				double d = dl * dl + da * da + db * db;
+				int less = d < nearest[i];
+				nearest[i] = less ? d : nearest[i];
+				best[i] = less ? j : best[i];
+			}
+		}
+		int changed = 0;
+		for (long i = 0; i < count; i++) {
+			if (assignment[i] != best[i]) { assignment[i] = best[i]; changed = 1; }
+		}
+		for (int j = 0; j < 3 * k; j++) sums[j] = 0.0;
+		for (int j = 0; j < k; j++) counts[j] = 0;
+		for (long i = 0; i < count; i++) {
+			long j = assignment[i];
+			sums[3 * j] += pl[i]; sums[3 * j + 1] += pa[i]; sums[3 * j + 2] += pb[i]; counts[j]++;
+		}
+		for (int j = 0; j < k; j++) {
+			if (counts[j] > 0) {
+				double n = (double)counts[j];
+				centres[3 * j] = sums[3 * j] / n;
+				centres[3 * j + 1] = sums[3 * j + 1] / n;
+				centres[3 * j + 2] = sums[3 * j + 2] / n;
+			}
+		}
+		if (!changed) break;
+	}
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_kmeans_avx2(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+		 long *assignment, long *best, double *nearest, double *sums, long *counts)
+{
+	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
+}
+#endif
+
+void
+snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
+		   long *scratch, double *work)
+{
+	long *assignment = scratch, *best = scratch + count, *counts = scratch + 2 * count;
+	double *nearest = work, *sums = work + count;
+	for (long i = 0; i < count; i++) assignment[i] = 0;
+#if SNAP_DISPATCH
+	if (snap_avx2()) {
+		snap_kmeans_avx2(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
+		return;
+	}
+#endif
+	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
+}
+

@@ -1,0 +1,64 @@
+internal import CSnapShim
+
+/// The drawn pixel art's hot loops, in C (`oklab.c`): OKLab of every pixel of the
+/// square, each cell's representative colour, and the k-means of the palette. The
+/// same operations in the same order as SnapThumbCore's Swift (`OKLab`, `DrawnGrid`,
+/// `OKLabQuantizer`, kept there as the reference and compared in the tests), so the
+/// results are bit for bit the same; colours travel as interleaved l, a, b.
+public enum OKLabKernels {
+    /// l, a, b of each pixel of packed 8-bit sRGB; `linearTable` is the 256-entry
+    /// sRGB-to-linear table.
+    public static func image(rgb: [UInt8], linearTable: [Double]) -> [Double] {
+        precondition(linearTable.count == 256, "the table has an entry per 8-bit value")
+        let count = rgb.count / 3
+        return [Double](unsafeUninitializedCapacity: count * 3) { buffer, initialized in
+            rgb.withUnsafeBufferPointer { input in
+                linearTable.withUnsafeBufferPointer { table in
+                    if count > 0 { snap_oklab_image(input.baseAddress, count, table.baseAddress, buffer.baseAddress) }
+                }
+            }
+            initialized = count * 3
+        }
+    }
+
+    /// Each `factor`×`factor` block's representative colour of a `side`×`side` OKLab image.
+    public static func drawnCells(lab: [Double], side: Int, factor: Int) -> [Double] {
+        precondition(factor > 0 && lab.count >= side * side * 3, "the image holds side × side colours")
+        let n = side / factor
+        var scratch = [Double](repeating: 0, count: 4 * factor * factor)
+        return [Double](unsafeUninitializedCapacity: n * n * 3) { buffer, initialized in
+            lab.withUnsafeBufferPointer { input in
+                scratch.withUnsafeMutableBufferPointer { s in
+                    if n > 0 { snap_drawn_cells(input.baseAddress, Int32(side), Int32(factor), s.baseAddress, buffer.baseAddress) }
+                }
+            }
+            initialized = n * n * 3
+        }
+    }
+
+    /// Lloyd's k-means over the points with components `l`, `a`, `b` from `centres`
+    /// (interleaved l, a, b), at most `iterations` rounds.
+    public static func kMeansRefine(l: [Double], a: [Double], b: [Double], centres: [Double], iterations: Int) -> [Double] {
+        let count = l.count, k = centres.count / 3
+        precondition(a.count == count && b.count == count, "one l, a and b per point")
+        guard count > 0, k > 0 else { return centres }
+        var centres = centres
+        var scratch = [Int](repeating: 0, count: 2 * count + k)
+        var work = [Double](repeating: 0, count: count + 3 * k)
+        l.withUnsafeBufferPointer { pl in
+            a.withUnsafeBufferPointer { pa in
+                b.withUnsafeBufferPointer { pb in
+                    centres.withUnsafeMutableBufferPointer { c in
+                        scratch.withUnsafeMutableBufferPointer { s in
+                            work.withUnsafeMutableBufferPointer { w in
+                                snap_kmeans_refine(pl.baseAddress, pa.baseAddress, pb.baseAddress, count, c.baseAddress, Int32(k),
+                                                   Int32(iterations), s.baseAddress, w.baseAddress)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return centres
+    }
+}

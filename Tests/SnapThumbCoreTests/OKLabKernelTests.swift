@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+@testable import SnapThumbCore
+import VipsKit
+
+/// The drawn style's hot loops run in C (`OKLabKernels`, `Sources/CSnapShim/oklab.c`) for
+/// speed; the pixel art's bytes must not change by it. These tests hold the Swift code the C
+/// replaced, verbatim, and require the same bits from both.
+@Suite("OKLab kernels: bit for bit the Swift they replaced")
+struct OKLabKernelTests {
+    /// A small deterministic generator (SplitMix64).
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func byte() -> UInt8 { UInt8(truncatingIfNeeded: next() >> 56) }
+        mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    }
+
+    /// Before: one `init(red:green:blue:)` per pixel.
+    static func referenceImage(_ rgb: [UInt8]) -> [OKLab] {
+        stride(from: 0, to: rgb.count - 2, by: 3).map { OKLab(red: rgb[$0], green: rgb[$0 + 1], blue: rgb[$0 + 2]) }
+    }
+
+    /// Before: the cells' representatives, before shaping.
+    static func referenceGrid(rgb: [UInt8], side: Int, factor: Int) -> [OKLab] {
+        let lab = referenceImage(rgb)
+        let n = side / factor
+        var grid = [OKLab](repeating: .zero, count: n * n)
+        var block = [OKLab]()
+        for y in 0..<n {
+            for x in 0..<n {
+                block.removeAll(keepingCapacity: true)
+                for dy in 0..<factor {
+                    let row = (y * factor + dy) * side + x * factor
+                    for dx in 0..<factor { block.append(lab[row + dx]) }
+                }
+                grid[y * n + x] = DrawnGrid.representative(block)
+            }
+        }
+        return grid
+    }
+
+    /// Before: `OKLabQuantizer.kMeans` in plain Swift.
+    static func referenceKMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
+        func axis(_ p: OKLab, _ a: Int) -> Double { a == 0 ? p.l : a == 1 ? p.a : p.b }
+        func extent(_ box: [Int]) -> (axis: Int, range: Double) {
+            var best = (axis: 0, range: -1.0)
+            for a in 0..<3 {
+                var low = Double.infinity, high = -Double.infinity
+                for i in box { low = min(low, axis(points[i], a)); high = max(high, axis(points[i], a)) }
+                if high - low > best.range { best = (a, high - low) }
+            }
+            return best
+        }
+        var boxes = [Array(points.indices)]
+        while boxes.count < k {
+            var chosen = -1, score = 0.0
+            for (i, box) in boxes.enumerated() where box.count > 1 {
+                let s = extent(box).range * Double(box.count)
+                if s > score { score = s; chosen = i }
+            }
+            guard chosen >= 0 else { break }
+            let box = boxes[chosen], a = extent(box).axis
+            let sorted = box.sorted { (axis(points[$0], a), $0) < (axis(points[$1], a), $1) }
+            let half = sorted.count / 2
+            boxes[chosen] = Array(sorted[..<half])
+            boxes.append(Array(sorted[half...]))
+        }
+        var centres = boxes.map { box in box.reduce(OKLab.zero) { $0 + points[$1] } / Double(box.count) }
+        var assignment = [Int](repeating: 0, count: points.count)
+        for _ in 0..<iterations {
+            var changed = false
+            for (i, p) in points.enumerated() {
+                var best = 0, bestDistance = Double.infinity
+                for (j, c) in centres.enumerated() {
+                    let d = p.distanceSquared(c)
+                    if d < bestDistance { bestDistance = d; best = j }
+                }
+                if assignment[i] != best { assignment[i] = best; changed = true }
+            }
+            var sums = [OKLab](repeating: .zero, count: centres.count), counts = [Int](repeating: 0, count: centres.count)
+            for (i, p) in points.enumerated() { sums[assignment[i]] = sums[assignment[i]] + p; counts[assignment[i]] += 1 }
+            for j in centres.indices where counts[j] > 0 { centres[j] = sums[j] / Double(counts[j]) }
+            if !changed { break }
+        }
+        return centres
+    }
+
+    static func bits(_ colours: [OKLab]) -> [UInt64] { colours.flatMap { [$0.l.bitPattern, $0.a.bitPattern, $0.b.bitPattern] } }
+
+    /// Photo-like squares: smooth gradients, noise, flat patches, hard two-tone edges, black.
+    static func squares(side: Int) -> [[UInt8]] {
+        var random = Random(state: 27)
+        var out: [[UInt8]] = []
+        for kind in 0..<6 {
+            var rgb = [UInt8](repeating: 0, count: side * side * 3)
+            for y in 0..<side {
+                for x in 0..<side {
+                    let p = (y * side + x) * 3
+                    switch kind {
+                    case 0: for k in 0..<3 { rgb[p + k] = random.byte() }
+                    case 1: rgb[p] = UInt8(x * 255 / side); rgb[p + 1] = UInt8(y * 255 / side); rgb[p + 2] = UInt8((x + y) * 127 / side)
+                    case 2: for k in 0..<3 { rgb[p + k] = UInt8(clamping: 120 + Int(random.byte() % 9) - 4 + k * 20) }
+                    case 3: let dark = (x * 7 + y * 3) % 13 < 6
+                        rgb[p] = dark ? 30 : 230; rgb[p + 1] = dark ? 40 : 190; rgb[p + 2] = dark ? 20 : 160
+                    case 4: rgb[p] = (x / 4 + y / 4) % 3 == 0 ? 0 : 255; rgb[p + 1] = rgb[p]; rgb[p + 2] = (x + y) % 2 == 0 ? 0 : 1
+                    default: for k in 0..<3 { rgb[p + k] = UInt8(clamping: Int(random.byte() % 64) + (x < side / 2 ? 0 : 180)) }
+                    }
+                }
+            }
+            out.append(rgb)
+        }
+        return out
+    }
+
+    @Test("OKLab.image: every pixel as init(red:green:blue:), on a grid of the colour cube and every grey and primary")
+    func image() {
+        var rgb: [UInt8] = []
+        for r in stride(from: 0, through: 255, by: 5) {
+            for g in stride(from: 0, through: 255, by: 5) {
+                for b in stride(from: 0, through: 255, by: 5) { rgb += [UInt8(r), UInt8(g), UInt8(b)] }
+            }
+        }
+        for v in 0...255 {
+            let u = UInt8(v)
+            rgb += [u, u, u, u, 0, 0, 0, u, 0, 0, 0, u, 255, u, 0]
+        }
+        rgb += [7, 8] // a partial pixel at the end is not a pixel
+        for count in [rgb.count, 3, 6, 9, 15, 0] {
+            let part = Array(rgb.prefix(count))
+            #expect(Self.bits(OKLab.image(rgb: part)) == Self.bits(Self.referenceImage(part)), "\(count) bytes")
+        }
+    }
+
+    @Test("drawn cells: each cell's representative as DrawnGrid.representative, and the same shaped grid",
+          arguments: [(100, 4), (40, 4), (30, 3), (24, 2), (9, 1)])
+    func cells(side: Int, factor: Int) {
+        for (k, rgb) in Self.squares(side: side).enumerated() {
+            let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
+            let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
+            #expect(Self.bits(grid) == Self.bits(Self.referenceGrid(rgb: rgb, side: side, factor: factor)), "square \(k)")
+            if let lift = DrawnGrid.Lift.of(.drawn) {
+                let reference = OKLab.rgb(DrawnGrid.shaped(Self.referenceGrid(rgb: rgb, side: side, factor: factor), side: side / factor, lift: lift))
+                #expect(DrawnGrid.cells(rgb: rgb, side: side, factor: factor, lift: lift) == reference, "square \(k)")
+            }
+        }
+    }
+
+    @Test("k-means: the same centres as the plain Swift, on random, clustered and tied points", arguments: [2, 3, 4, 12, 16, 40])
+    func kMeans(k: Int) {
+        var random = Random(state: UInt64(k))
+        var sets: [[OKLab]] = [[OKLab(l: 0.5, a: 0, b: 0)], [OKLab(l: 0.2, a: 0.1, b: 0), OKLab(l: 0.2, a: 0.1, b: 0)]]
+        sets.append((0..<625).map { _ in OKLab(l: random.unit(), a: random.unit() * 0.6 - 0.3, b: random.unit() * 0.6 - 0.3) })
+        // Clusters with exact duplicates: ties in the median cut's sort and in the nearest centre.
+        let seeds = (0..<5).map { _ in OKLab(l: random.unit(), a: random.unit() * 0.2 - 0.1, b: random.unit() * 0.2 - 0.1) }
+        sets.append((0..<625).map { i in seeds[i % 5] + OKLab(l: Double(i % 3) * 0.01, a: 0, b: Double(i % 2) * -0.005) })
+        for rgb in Self.squares(side: 25) { sets.append(OKLab.image(rgb: rgb)) }
+        for (n, points) in sets.enumerated() {
+            #expect(Self.bits(OKLabQuantizer.kMeans(points, k: k)) == Self.bits(Self.referenceKMeans(points, k: k)), "set \(n)")
+            #expect(Self.bits(OKLabQuantizer.kMeans(points, k: k, iterations: 1)) == Self.bits(Self.referenceKMeans(points, k: k, iterations: 1)))
+        }
+    }
+
+    @Test("PNG row packing: the same bytes as packing index by index", arguments: [1, 2, 4, 8])
+    func packing(depth: Int) {
+        var random = Random(state: UInt64(depth))
+        for width in 1...19 {
+            let height = 3
+            let indices = (0..<(width * height)).map { _ in UInt8(random.next() % UInt64(1 << depth)) }
+            let perByte = 8 / depth, rowBytes = (width * depth + 7) / 8
+            var expected = [UInt8](repeating: 0, count: rowBytes * height)
+            for y in 0..<height {
+                for x in 0..<width {
+                    expected[y * rowBytes + x / perByte] |= indices[y * width + x] << ((perByte - 1 - x % perByte) * depth)
+                }
+            }
+            #expect(Zlib.packedRows(indices: indices, width: width, height: height, depth: depth) == expected, "width \(width)")
+        }
+    }
+}
