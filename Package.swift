@@ -60,11 +60,14 @@ let package = Package(
         // The system: POSIX files and processes, digests, RS256, sd_notify, and the
         // one lock-with-condition type (`Monitor`).
         .target(name: "SystemKit", dependencies: ["CSystemShim"]),
+        // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
+        // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
+        .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),
         // ---- Layer 1: the pipeline: steps, manifest, settings, errors. Knows no
         // store, runner, watch, bucket, verifier or bench.
         .target(
             name: "SnapThumbCore",
-            dependencies: ["VipsKit", "SystemKit"]
+            dependencies: ["PixelKit", "VipsKit", "SystemKit"]
         ),
         // ---- Layer 2: the store (StoreBackend, the directory store, the one commit
         // path, `StoreLocation`); the bucket store plugs in as a `StoreScheme`.

@@ -14,7 +14,7 @@ package = json.loads(subprocess.check_output(["swift", "package", "dump-package"
 targets = {t["name"]: t for t in package["targets"]}
 problems = []
 # Rules not met yet: reported, not failed, until the work that meets them lands (issue 25's note says which).
-OPEN = {"core-lines"}
+OPEN: set[str] = set()
 def problem(rule, text):
     problems.append((rule, text))
 

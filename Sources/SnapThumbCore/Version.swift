@@ -2,7 +2,7 @@ import Foundation
 import VipsKit
 import SystemKit
 
-/// SnapThumb's version and how this binary was built. The semantic version lives here and
+/// SnapThumb's version (how this binary was built: the CLI's BuildInfo.swift). The semantic version lives here and
 /// nowhere else: `--version`, `snapthumb version`, manifests (`producer`) and the metrics'
 /// `snapthumb_build_info` all read it. Bump it with a CHANGELOG entry.
 public enum SnapThumbVersion {
@@ -10,88 +10,6 @@ public enum SnapThumbVersion {
     public static let current = "0.9.0"
     /// The libvips this process runs (for build-info metrics).
     public static var libvips: String { Vips.version }
-
-    /// The Swift compiler that built this binary.
-    public static var swiftVersion: String {
-        #if compiler(>=6.5)
-        return "6.5 or later"
-        #elseif compiler(>=6.4)
-        return "6.4"
-        #elseif compiler(>=6.3.1)
-        return "6.3.1"
-        #elseif compiler(>=6.3)
-        return "6.3"
-        #elseif compiler(>=6.2)
-        return "6.2"
-        #elseif compiler(>=6.1)
-        return "6.1"
-        #else
-        return "6.0"
-        #endif
-    }
-
-    /// `debug` or `release` (SwiftPM defines DEBUG in debug builds).
-    public static var buildConfiguration: String {
-        #if DEBUG
-        return "debug"
-        #else
-        return "release"
-        #endif
-    }
-
-    /// The target triple this binary was compiled for, e.g. `x86_64-unknown-linux-gnu`.
-    public static var targetTriple: String {
-        #if arch(x86_64)
-        let arch = "x86_64"
-        #elseif arch(arm64)
-        let arch = "aarch64"
-        #else
-        let arch = "unknown"
-        #endif
-        #if os(Linux)
-        #if canImport(Musl)
-        return arch + "-unknown-linux-musl"
-        #else
-        return arch + "-unknown-linux-gnu"
-        #endif
-        #elseif os(macOS)
-        return arch + "-apple-macosx"
-        #else
-        return arch + "-unknown"
-        #endif
-    }
-
-    /// Everything `snapthumb version --json` prints. Library versions are the ones SnapThumb
-    /// was built against (libvips is opened on first use and must match; see README).
-    public struct Info: Codable, Sendable, Equatable {
-        public var name = "snapthumb"
-        public var version = SnapThumbVersion.current
-        public var manifestSchema = Manifest.schemaName
-        public var pipelineVersion = Recipe.pipelineVersion
-        public var libraries: Libraries
-        public var build: Build
-
-        public struct Libraries: Codable, Sendable, Equatable {
-            public var libvips: String
-            public var libexif: String
-            public var libimagequant: String
-            public var libjpeg: String
-            public var zlib: String
-        }
-
-        public struct Build: Codable, Sendable, Equatable {
-            public var swift: String
-            public var configuration: String
-            public var target: String
-        }
-    }
-
-    public static var info: Info {
-        Info(
-            libraries: .init(libvips: Vips.version, libexif: Vips.exifVersion, libimagequant: Vips.imagequantVersion,
-                             libjpeg: Vips.jpegVersion, zlib: Vips.zlibVersion),
-            build: .init(swift: swiftVersion, configuration: buildConfiguration, target: targetTriple))
-    }
 }
 
 /// Which program wrote a manifest. Not part of the recipe: a new SnapThumb version that makes

@@ -103,7 +103,7 @@ struct PixelStyleTests {
         let palette = PaletteChoice.builtIn["pico8"]!
         let colour = Colour(hex: from)!
         let index = OKLabQuantizer.indexed(rgb: [colour.red, colour.green, colour.blue], width: 1, height: 1, colours: 16,
-                                           palette: .named("pico8"), ordered: false)
+                                           fixed: PaletteChoice.builtIn["pico8"], ordered: false)
         #expect(index.palette == [Colour(hex: to)!], "\(from) maps to \(index.palette)")
         // Plain OKLab distance would pick a grey for the muted skin tone: the weighting matters.
         if from == "E0AC90" {

@@ -17,7 +17,11 @@ extension PipelineStep {
             encode: {
                 let heif = try HEIF.encode(rgb: rgb, width: square.size, height: square.size, codec: codec, quality: $0, effort: square.modernEffort)
                 // libheif writes no colour box into HEIC on purpose (Apple's decoders), only into AVIF.
-                return codec == .avif ? try HEIFColourBox.declaringSRGB(heif) : heif
+                guard codec == .avif else { return heif }
+                do { return try HEIFColourBox.declaringSRGB(heif) } catch {
+                    // A libheif that writes none must not publish an undeclared image silently.
+                    throw SnapError(.internal, "\(error)")
+                }
             })
         snap.encoded.append(EncodedVariant(name: ModernBudgetSearch.variantName(codec), fitted: fitted, mediaType: codec.mediaType,
                                            side: square.size, budget: limit))

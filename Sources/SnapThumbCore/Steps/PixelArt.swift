@@ -37,7 +37,7 @@ enum PixelArtStep {
         for count in colourLadder(from: wanted) {
             let image = settings.style == .soft
                 ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, palette: palette, dither: settings.dither)
-                : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, palette: palette,
+                : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours,
                                          ordered: settings.effectiveDither)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
@@ -78,7 +78,7 @@ enum Quantizer {
             palette = fixed
             if colours < fixed.count {
                 // Keep the fixed colours the image uses most.
-                let usage = histogram(remap(rgb: rgb, width: width, height: height, palette: fixed, dither: dither), count: fixed.count)
+                let usage = PaletteIndices.histogram(remap(rgb: rgb, width: width, height: height, palette: fixed, dither: dither), count: fixed.count)
                 let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
                 palette = keep.sorted().map { fixed[$0] }
             }
@@ -94,19 +94,7 @@ enum Quantizer {
         // A stable order: darkest first.
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
         let indices = remap(rgb: rgb, width: width, height: height, palette: palette, dither: dither)
-        return compacted(width: width, height: height, palette: palette, indices: indices)
-    }
-
-    /// Drops colours no pixel uses, so the PNG's palette is exactly the image's colours.
-    static func compacted(width: Int, height: Int, palette: [Colour], indices: [UInt8]) -> IndexedImage {
-        let used = histogram(indices, count: palette.count)
-        var newIndex = [UInt8](repeating: 0, count: palette.count)
-        var compact: [Colour] = []
-        for (i, n) in used.enumerated() where n > 0 {
-            newIndex[i] = UInt8(compact.count)
-            compact.append(palette[i])
-        }
-        return IndexedImage(width: width, height: height, palette: compact, indices: indices.map { newIndex[Int($0)] })
+        return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: indices)
     }
 
     /// Nearest palette colour per pixel (redmean-weighted RGB distance), with
@@ -145,19 +133,8 @@ enum Quantizer {
         let dr = r - Double(c.red), dg = g - Double(c.green), db = b - Double(c.blue)
         return (2 + mean / 256) * dr * dr + 4 * dg * dg + (2 + (255 - mean) / 256) * db * db
     }
-
-    static func histogram(_ indices: [UInt8], count: Int) -> [Int] {
-        var h = [Int](repeating: 0, count: count)
-        for i in indices { h[Int(i)] += 1 }
-        return h
-    }
 }
 
 private extension Double {
     var clamped: Double { Swift.min(255, Swift.max(0, self)) }
-}
-
-extension Colour {
-    /// Rec. 601 luma, for ordering palettes.
-    var luma: Int { 299 * Int(red) + 587 * Int(green) + 114 * Int(blue) }
 }

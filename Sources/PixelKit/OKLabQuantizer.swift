@@ -7,18 +7,19 @@ import VipsKit
 /// and the redmean distance of the `soft` style judge colours in gamma-encoded RGB, where a
 /// dark green and a grey are close: that is how a park turned grey-green, and how PICO-8
 /// mapped skin to brown-grey.
-enum OKLabQuantizer {
+public enum OKLabQuantizer {
+    /// - Parameter fixed: a fixed palette (its most used `colours`), or nil for an adaptive one.
     /// - Parameter ordered: 4×4 Bayer ordered dithering of lightness (a regular pattern, not
     ///   Floyd–Steinberg's worms, which on 25 cells read as noise).
-    static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, palette choice: PaletteChoice,
+    public static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, fixed fixedColours: [Colour]?,
                         ordered: Bool) -> IndexedImage {
         let lab = OKLab.image(rgb: rgb)
         var palette: [Colour]
-        if let fixed = choice.fixedColours {
+        if let fixed = fixedColours {
             palette = fixed
             if colours < fixed.count {
                 // Keep the fixed colours the image uses most.
-                let usage = Quantizer.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered,
+                let usage = PaletteIndices.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered,
                                                     lightnessWeight: fixedLightnessWeight), count: fixed.count)
                 let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
                 palette = keep.sorted().map { fixed[$0] }
@@ -29,25 +30,25 @@ enum OKLabQuantizer {
         // A stable order: darkest first (as the soft style).
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
         let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
-                          lightnessWeight: choice.fixedColours == nil ? 1 : fixedLightnessWeight)
-        return Quantizer.compacted(width: width, height: height, palette: palette, indices: indices)
+                          lightnessWeight: fixedColours == nil ? 1 : fixedLightnessWeight)
+        return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: indices)
     }
 
     /// Bayer's 4×4 threshold matrix, centred on zero (−15/32 … 15/32).
-    static let bayer: [Double] = [0, 8, 2, 10, 12, 4, 14, 6, 3, 11, 1, 9, 15, 7, 13, 5].map { Double($0) / 16 - 15.0 / 32 }
+    public static let bayer: [Double] = [0, 8, 2, 10, 12, 4, 14, 6, 3, 11, 1, 9, 15, 7, 13, 5].map { Double($0) / 16 - 15.0 / 32 }
     /// The lightness swing of the ordered dither: about the gap between neighbouring
     /// lightnesses of a 16-colour palette, so that a tone between two colours becomes a pattern.
-    static let ditherStrength = 0.06
+    public static let ditherStrength = 0.06
 
     /// A fixed palette's lightness differences count this much against hue and chroma. A
     /// fixed palette has few colours far apart; by plain OKLab distance a muted skin tone
     /// (#E0AC90) is nearest PICO-8's light grey, a colour without its hue. With lightness
     /// weighted 0.7 it maps to the peach (#FFCCAA), and olive to green rather than grey.
-    static let fixedLightnessWeight = 0.7
+    public static let fixedLightnessWeight = 0.7
 
     /// Nearest palette colour per pixel in OKLab (lightness differences weighted by
     /// `lightnessWeight`), with the optional ordered dither.
-    static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1) -> [UInt8] {
+    public static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1) -> [UInt8] {
         let w = lightnessWeight
         let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
         return lab.indices.map { i in
@@ -71,7 +72,7 @@ enum OKLabQuantizer {
     /// it is made, and Lloyd's rounds run in C; every sum and comparison is the one of the
     /// plain Swift version (kept in the tests as the reference), so the palette is bit for
     /// bit the same.
-    static func kMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
+    public static func kMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
         let count = points.count
         var pl = [Double](repeating: 0, count: count), pa = pl, pb = pl
         for i in 0..<count { pl[i] = points[i].l; pa[i] = points[i].a; pb[i] = points[i].b }
@@ -117,4 +118,31 @@ enum OKLabQuantizer {
         // equals), sums in point order, a centre without points kept.
         return OKLab.interleaved(OKLabKernels.kMeansRefine(l: pl, a: pa, b: pb, centres: centres, iterations: iterations))
     }
+}
+
+/// Palette indices: how often each is used, and the palette cut to the colours used.
+public enum PaletteIndices {
+    public static func histogram(_ indices: [UInt8], count: Int) -> [Int] {
+        var h = [Int](repeating: 0, count: count)
+        for i in indices { h[Int(i)] += 1 }
+        return h
+    }
+
+    /// Drops colours no pixel uses, so the PNG's palette is exactly the image's colours.
+    public static func compacted(width: Int, height: Int, palette: [Colour], indices: [UInt8]) -> IndexedImage {
+        let used = histogram(indices, count: palette.count)
+        var newIndex = [UInt8](repeating: 0, count: palette.count)
+        var compact: [Colour] = []
+        for (i, n) in used.enumerated() where n > 0 {
+            newIndex[i] = UInt8(compact.count)
+            compact.append(palette[i])
+        }
+        return IndexedImage(width: width, height: height, palette: compact, indices: indices.map { newIndex[Int($0)] })
+    }
+
+}
+
+extension Colour {
+    /// Rec. 601 luma, for ordering palettes.
+    public var luma: Int { 299 * Int(red) + 587 * Int(green) + 114 * Int(blue) }
 }

@@ -35,7 +35,7 @@ public struct OKLab: Sendable, Equatable {
     /// grid (three per pixel of the square), and arithmetic alone gives the same bits on
     /// every machine, where libm's last bit may differ between versions.
     @inline(__always)
-    static func cubeRoot(_ x: Double) -> Double {
+    public static func cubeRoot(_ x: Double) -> Double {
         if x == 0 || !x.isFinite { return x }
         let v = abs(x)
         var y = Double(bitPattern: v.bitPattern / 3 + 0x2A9F_7893_782D_A1CE)
@@ -94,18 +94,18 @@ public struct OKLab: Sendable, Equatable {
 
     public func distance(_ other: OKLab) -> Double { distanceSquared(other).squareRoot() }
 
-    static func + (x: OKLab, y: OKLab) -> OKLab { OKLab(l: x.l + y.l, a: x.a + y.a, b: x.b + y.b) }
-    static func / (x: OKLab, d: Double) -> OKLab { OKLab(l: x.l / d, a: x.a / d, b: x.b / d) }
-    static let zero = OKLab(l: 0, a: 0, b: 0)
+    public static func + (x: OKLab, y: OKLab) -> OKLab { OKLab(l: x.l + y.l, a: x.a + y.a, b: x.b + y.b) }
+    public static func / (x: OKLab, d: Double) -> OKLab { OKLab(l: x.l / d, a: x.a / d, b: x.b / d) }
+    public static let zero = OKLab(l: 0, a: 0, b: 0)
 
     /// 8-bit sRGB to linear light, by table (the sRGB transfer curve).
-    static let linearTable: [Double] = (0..<256).map { value in
+    public static let linearTable: [Double] = (0..<256).map { value in
         let c = Double(value) / 255
         return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4)
     }
 
     /// Linear light to 8-bit sRGB, rounded, clamped.
-    static func encode(_ linear: Double) -> UInt8 {
+    public static func encode(_ linear: Double) -> UInt8 {
         let c = min(1, max(0, linear))
         let v = c <= 0.0031308 ? c * 12.92 : 1.055 * pow(c, 1 / 2.4) - 0.055
         return UInt8((v * 255).rounded())
@@ -119,7 +119,7 @@ public struct OKLab: Sendable, Equatable {
     }
 
     /// Colours from interleaved l, a, b (as the kernels return them).
-    static func interleaved(_ values: [Double]) -> [OKLab] {
+    public static func interleaved(_ values: [Double]) -> [OKLab] {
         (0..<(values.count / 3)).map { OKLab(l: values[3 * $0], a: values[3 * $0 + 1], b: values[3 * $0 + 2]) }
     }
 

@@ -4,19 +4,28 @@
 /// are sRGB: this sets primaries 1 (BT.709) and transfer 13 (sRGB) in place, keeping the
 /// matrix and range libheif wrote and used. The box has a fixed size, so only four bytes change
 /// and nothing else in the file moves.
-enum HEIFColourBox {
-    /// sRGB's code points (ITU-T H.273).
-    static let primaries: UInt16 = 1, transfer: UInt16 = 13
+public enum HEIFColourBox {
+    /// The file has no `nclx` box to rewrite.
+    public struct NoColourBox: Error, CustomStringConvertible {
+        public var description: String { "the HEIF encoder wrote no nclx colour box to declare sRGB in" }
+    }
 
-    struct NCLX: Equatable {
-        var primaries: UInt16, transfer: UInt16, matrix: UInt16, fullRange: Bool
+    /// sRGB's code points (ITU-T H.273).
+    public static let primaries: UInt16 = 1, transfer: UInt16 = 13
+
+    public struct NCLX: Equatable {
+        public var primaries: UInt16, transfer: UInt16, matrix: UInt16, fullRange: Bool
+
+        public init(primaries: UInt16, transfer: UInt16, matrix: UInt16, fullRange: Bool) {
+            self.primaries = primaries; self.transfer = transfer; self.matrix = matrix; self.fullRange = fullRange
+        }
     }
 
     /// `heif` with its `nclx` colour box declaring sRGB; an internal error when there is none
     /// (a libheif that writes none must not publish an undeclared image silently).
-    static func declaringSRGB(_ heif: [UInt8]) throws -> [UInt8] {
+    public static func declaringSRGB(_ heif: [UInt8]) throws -> [UInt8] {
         guard let offset = nclxOffset(heif) else {
-            throw SnapError(.internal, "the HEIF encoder wrote no nclx colour box to declare sRGB in")
+            throw NoColourBox()
         }
         var out = heif
         out[offset] = UInt8(primaries >> 8); out[offset + 1] = UInt8(primaries & 0xFF)
@@ -25,14 +34,14 @@ enum HEIFColourBox {
     }
 
     /// What the `nclx` box says, or nil.
-    static func nclx(_ heif: [UInt8]) -> NCLX? {
+    public static func nclx(_ heif: [UInt8]) -> NCLX? {
         guard let o = nclxOffset(heif), o + 7 <= heif.count else { return nil }
         func u16(_ i: Int) -> UInt16 { UInt16(heif[i]) << 8 | UInt16(heif[i + 1]) }
         return NCLX(primaries: u16(o), transfer: u16(o + 2), matrix: u16(o + 4), fullRange: heif[o + 6] & 0x80 != 0)
     }
 
     /// Where the `nclx` payload (colour primaries first) starts: meta → iprp → ipco → colr.
-    static func nclxOffset(_ bytes: [UInt8]) -> Int? {
+    public static func nclxOffset(_ bytes: [UInt8]) -> Int? {
         guard let meta = child(bytes, "meta", in: 0..<bytes.count),
               let iprp = child(bytes, "iprp", in: (meta.lowerBound + 4)..<meta.upperBound),  // meta is a full box
               let ipco = child(bytes, "ipco", in: iprp),
@@ -43,7 +52,7 @@ enum HEIFColourBox {
     }
 
     /// The payload range of the first box of `type` within `range` (optionally matching `test`).
-    static func child(_ bytes: [UInt8], _ type: String, in range: Range<Int>, where test: (Range<Int>) -> Bool = { _ in true }) -> Range<Int>? {
+    public static func child(_ bytes: [UInt8], _ type: String, in range: Range<Int>, where test: (Range<Int>) -> Bool = { _ in true }) -> Range<Int>? {
         var offset = range.lowerBound
         while offset + 8 <= range.upperBound {
             var size = Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])

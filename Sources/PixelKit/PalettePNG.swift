@@ -2,14 +2,21 @@ import VipsKit
 import SystemKit
 
 /// An indexed image: one palette index per pixel.
-struct IndexedImage: Equatable {
-    var width: Int
-    var height: Int
-    var palette: [Colour]
-    var indices: [UInt8]
+public struct IndexedImage: Equatable {
+    public var width: Int
+    public var height: Int
+    public var palette: [Colour]
+    public var indices: [UInt8]
+
+    public init(width: Int, height: Int, palette: [Colour], indices: [UInt8]) {
+        self.width = width
+        self.height = height
+        self.palette = palette
+        self.indices = indices
+    }
 
     /// Nearest-neighbour enlargement by an integer factor; the palette is unchanged.
-    func scaled(by factor: Int) -> IndexedImage {
+    public func scaled(by factor: Int) -> IndexedImage {
         guard factor > 1 else { return self }
         var out = [UInt8]()
         out.reserveCapacity(width * height * factor * factor)
@@ -28,8 +35,8 @@ struct IndexedImage: Equatable {
 
 /// A minimal, deterministic palette-PNG writer: IHDR, PLTE, IDAT, IEND and
 /// nothing else, so no metadata can leak and the bytes depend only on the pixels.
-enum PalettePNG {
-    enum Effort: Sendable {
+public enum PalettePNG {
+    public enum Effort: Sendable {
         /// One filter plan and zlib strategy, chosen by the image's kind, at zlib level 8.
         /// Level 9 searched 4× longer hash chains on the ×4-repeated rows of pixel100
         /// (0.55 ms against 0.31 ms per image) for 3 bytes less on average (582 B
@@ -45,13 +52,13 @@ enum PalettePNG {
     ///   `filtered` strategy. Measured on 30 corpus snaps against the single plan
     ///   used before (adaptive, default): pixel100 575 → 558 B, pixel25 405 → 397 B
     ///   (README: Pixel-art PNG size).
-    static func encode(_ image: IndexedImage, effort: Effort = .normal, enlarged: Bool = false) throws -> [UInt8] {
+    public static func encode(_ image: IndexedImage, effort: Effort = .normal, enlarged: Bool = false) throws -> [UInt8] {
         if effort == .max { return try encode(image, plans: FilterPlan.allCases, strategies: Zlib.Strategy.allCases, level: 9) }
         return try encode(image, plans: [enlarged ? .none : .adaptive], strategies: [enlarged ? .default : .filtered], level: 8)
     }
 
     /// The smallest of every plan × strategy at one zlib level.
-    static func encode(_ image: IndexedImage, plans: [FilterPlan], strategies: [Zlib.Strategy], level: Int) throws -> [UInt8] {
+    public static func encode(_ image: IndexedImage, plans: [FilterPlan], strategies: [Zlib.Strategy], level: Int) throws -> [UInt8] {
         let count = image.palette.count
         precondition((1...256).contains(count), "palette must have 1–256 colours")
         let depth = count <= 2 ? 1 : count <= 4 ? 2 : count <= 16 ? 4 : 8
@@ -89,7 +96,7 @@ enum PalettePNG {
         return (0..<image.height).map { Array(packed[($0 * rowBytes)..<(($0 + 1) * rowBytes)]) }
     }
 
-    enum FilterPlan: CaseIterable {
+    public enum FilterPlan: CaseIterable {
         /// Per row, the filter with the smallest sum of absolute values (libpng's heuristic).
         case adaptive
         /// No filter on any row (the PNG spec's advice for palette images).
@@ -156,7 +163,7 @@ enum PalettePNG {
 }
 
 extension Array where Element == UInt8 {
-    mutating func appendBigEndian(_ value: UInt32) {
+    public mutating func appendBigEndian(_ value: UInt32) {
         append(contentsOf: [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)])
     }
 }
