@@ -332,6 +332,6 @@ struct ModernColourBoxTests {
 
     @Test("a HEIF without an nclx box is refused, not published undeclared")
     func noBox() {
-        #expect(throws: SnapError.self) { try HEIFColourBox.declaringSRGB(Array("not a heif file at all".utf8)) }
+        #expect(throws: HEIFColourBox.NoColourBox.self) { try HEIFColourBox.declaringSRGB(Array("not a heif file at all".utf8)) }
     }
 }
