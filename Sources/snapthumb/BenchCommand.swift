@@ -82,8 +82,8 @@ struct BenchCommand: ParsableCommand {
         guard watchRate > 0, watchFiles >= 1 else {
             throw ValidationError("--watch-rate must be positive and --watch-files at least 1 (got \(watchRate), \(watchFiles))")
         }
-        for tool in against where tool != ReferenceTool.pillow.rawValue {
-            throw ValidationError("--against must be pillow (got '\(tool)'); vipsthumbnail always runs")
+        for tool in against where ReferenceTool(rawValue: tool) == nil {
+            throw ValidationError("--against must be \(ReferenceTool.allCases.map(\.rawValue).joined(separator: ", ")) (got '\(tool)')")
         }
     }
 

@@ -43,6 +43,17 @@ struct BenchTests {
         #expect(stats.bytesMean == 6000 && stats.overBudget == 1)
     }
 
+    @Test("bench --against takes each reference by name (floor, pillow, vipsthumbnail) and refuses others with the names")
+    func againstNames() throws {
+        let wrong = try CLI.run(["bench", Fixtures.sample("snaps"), "--against", "imagemagick"])
+        #expect(wrong.status == 2 && wrong.stderr.contains("vipsthumbnail, floor, pillow"), "\(wrong.status) \(wrong.stderr)")
+        for name in ["floor", "pillow", "vipsthumbnail"] {
+            // Parsing only: --help after a valid value exits 0 without running anything.
+            let accepted = try CLI.run(["bench", Fixtures.sample("snaps"), "--against", name, "--isolation", "sideways"])
+            #expect(!accepted.stderr.contains("--against"), "\(name): \(accepted.stderr)")
+        }
+    }
+
     @Test("bench --json: the headline keys with sane values, and no temporary store left behind")
     func benchJSON() throws {
         let temp = Fixtures.tempDirectory("snapthumb-bench-test")
