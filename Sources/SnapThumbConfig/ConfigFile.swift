@@ -45,6 +45,16 @@ public struct ConfigFile: Sendable {
     static let pipelineFields: Set<String> = ["limits", "failOn", "background", "budgetMode", "payloadLimit", "payloadReserve",
                                               "onConflict", "square", "pixel"]
 
+    /// A file's sections given directly (the pipeline settings are the defaults): for
+    /// callers that hold them already, and tests.
+    public init(path: String, sections: [String: [String: String]]) {
+        self.path = path
+        pipeline = Settings()
+        pipelineKeys = []
+        self.sections = sections
+        positions = [:]
+    }
+
     public init(path: String, data: Data, positions: [String: StrictJSON.Position] = [:]) throws {
         self.path = path
         self.positions = positions

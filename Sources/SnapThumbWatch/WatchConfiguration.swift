@@ -102,23 +102,37 @@ public struct WatchConfiguration: Sendable {
     public static func resolve(uploadDirectory: String, flags: [String: String], environment: [String: String],
                                file: (path: String, values: [String: String])?,
                                storeInFile: String? = nil) throws -> WatchConfiguration {
-        if let file {
+        var sections: [String: [String: String]] = [:]
+        if let file { sections["watch"] = file.values }
+        if let storeInFile { sections["store"] = ["path": storeInFile] }
+        return try resolve(uploadDirectory: uploadDirectory,
+                           layers: ConfigLayers(flags: flags, environment: environment,
+                                                file: file.map { ConfigFile(path: $0.path, sections: sections) }))
+    }
+
+    /// Builds the configuration from the layers every subcommand reads (`ConfigLayers`: flags,
+    /// then `SNAPTHUMB_*`, then the config file's `watch` section, with `store.path` and the
+    /// `log` section, then the defaults): the same precedence as every other setting.
+    public static func resolve(uploadDirectory: String, layers: ConfigLayers) throws -> WatchConfiguration {
+        if let file = layers.file, let values = file.sections["watch"] {
             let known = Set(keys.map(\.json))
-            if let unknown = file.values.keys.sorted().first(where: { !known.contains($0) }) {
+            if let unknown = values.keys.sorted().first(where: { !known.contains($0) }) {
                 throw WatchConfigError("config file \(file.path): unknown setting watch.\(unknown); known settings are \(keys.map(\.json).joined(separator: ", "))")
             }
         }
         var sources: [String: String] = [:]
         /// The winning value and a phrase naming where it came from.
         func lookup(_ key: Key) -> (String, String)? {
-            let found: (String, String)?
-            if let v = flags[key.flag] { found = (v, "--\(key.flag)") }
-            else if let v = environment[key.env] { found = (v, key.env) }
-            else if let file, let v = file.values[key.json] { found = (v, "watch.\(key.json) in \(file.path)") }
-            else if key.flag == "store", let file, let storeInFile { found = (storeInFile, "store.path in \(file.path)") }
-            else { found = nil }
-            if let found { sources[key.json] = found.1 }
-            return found
+            var fileKeys = [("watch", key.json)]
+            switch key.flag {
+            case "store": fileKeys.append(("store", "path"))
+            case "log-format": fileKeys.append(("log", "format"))
+            case "log-level": fileKeys.append(("log", "level"))
+            default: break
+            }
+            guard let (text, source) = layers.lookup(key.flag, file: fileKeys) else { return nil }
+            sources[key.json] = source.description
+            return (text, source.description)
         }
         func key(_ flag: String) -> Key { keys.first { $0.flag == flag }! }
 

@@ -107,22 +107,9 @@ struct WatchCommand: AsyncParsableCommand {
     /// The watch settings from flags, SNAPTHUMB_* variables, the config file's "watch" section
     /// (plus store.path and the "log" section) and the defaults.
     static func configuration(uploadDirectory: String, flags: [String: String], layers: ConfigLayers) throws -> WatchConfiguration {
-        var file: (path: String, values: [String: String])?
-        if let config = layers.file {
-            var values = config.sections["watch"] ?? [:]
-            if let format = config.sections["log"]?["format"], values["logFormat"] == nil { values["logFormat"] = format }
-            if let level = config.sections["log"]?["level"], values["logLevel"] == nil { values["logLevel"] = level }
-            file = (config.path, values)
-        }
         do {
-            var c = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory, flags: flags, environment: layers.environment,
-                                                   file: file, storeInFile: layers.file?.sections["store"]?["path"])
-            if let config = layers.file {
-                for (key, name) in [("logFormat", "format"), ("logLevel", "level")]
-                where config.sections["watch"]?[key] == nil && c.sources[key]?.hasPrefix("watch.\(key) in") == true {
-                    c.sources[key] = "log.\(name) in \(config.path)"
-                }
-            }
+            let c = try WatchConfiguration.resolve(uploadDirectory: uploadDirectory,
+                                                   layers: ConfigLayers(flags: flags, environment: layers.environment, file: layers.file))
             return c
         } catch let error as WatchConfigError {
             // An unknown key in the file's watch section: name its line and column.
