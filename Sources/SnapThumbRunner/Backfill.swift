@@ -269,7 +269,8 @@ public struct Backfill: Sendable {
             let key = entry.relativePath
             // A local name that is not UTF-8 is read by its bytes; everything else through the source reader.
             let limit = pipeline.settings.limits.maxInputBytes
-            let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
+            let source = try entry.rawPath != nil ? entry.read(limit: limit)
+                : entry.expected.map { try reader.read(entry.path, limit: limit, expecting: $0) } ?? reader.read(entry.path, limit: limit)
             let digest = "sha256:" + source.sha256Hex
             var replacing: String?
             if !entry.manifestAbsent, let existing = try store.manifest(for: key) {

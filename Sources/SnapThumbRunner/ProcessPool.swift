@@ -17,6 +17,25 @@ enum WorkerProtocol {
         /// Blobs the store holds that this worker has not been told of yet (a
         /// bucket's listing, other workers' writes): it does not write them again.
         var blobs: [String]? = nil
+        /// What the notification announced (`FileWalker.Entry.expected`): the generation
+        /// (decimal), the size, the MD5 (base64).
+        var generation: String? = nil
+        var bytes: Int? = nil
+        var md5: String? = nil
+
+        /// Carries the entry's expectation.
+        mutating func expect(_ expected: SourceExpectation?) {
+            generation = expected?.generation.map { String($0) }
+            bytes = expected?.size.map { Int($0) }
+            md5 = expected?.md5.map { Data($0).base64EncodedString() }
+        }
+
+        /// The expectation the job carries (nil when none).
+        var expected: SourceExpectation? {
+            let expected = SourceExpectation(generation: generation.flatMap { Int64($0) }, size: bytes.map { Int64($0) },
+                                             md5: md5.flatMap { Data(base64Encoded: $0) }.map { Array($0) })
+            return expected.isEmpty ? nil : expected
+        }
     }
 
     struct Reply: Codable, Equatable {
@@ -346,6 +365,7 @@ public final class ProcessPool: @unchecked Sendable {
                 let entry = item.entry
                 var job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
                                              absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath)
+                job.expect(entry.expected)
                 if let ledger {
                     let (news, next) = ledger.since(told)
                     if !news.isEmpty { job.blobs = news }
@@ -595,8 +615,9 @@ extension Backfill {
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = WorkerLine.job(line) else { continue }
             if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
-            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
+            var entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
                                          manifestAbsent: job.absent ?? false, rawPath: job.raw)
+            entry.expected = job.expected
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6

@@ -18,6 +18,9 @@ enum WorkerLine {
         if let absent = job.absent { w.field("absent", absent) }
         if let raw = job.raw { w.key("raw"); w.intArray(raw.map { Int($0) }) }
         if let blobs = job.blobs { w.key("blobs"); w.stringArray(blobs) }
+        if let generation = job.generation { w.field("generation", generation) }
+        if let bytes = job.bytes { w.field("bytes", bytes) }
+        if let md5 = job.md5 { w.field("md5", md5) }
         w.close()
         return w.bytes
     }
@@ -127,6 +130,9 @@ enum WorkerLine {
         var job = WorkerProtocol.Job(i: i, path: path, key: key, size: size, absent: v["absent"]?.bool)
         if let raw = v["raw"]?.array { job.raw = raw.compactMap { $0.int.flatMap { UInt8(exactly: $0) } } }
         if let blobs = v["blobs"]?.array { job.blobs = blobs.compactMap(\.string) }
+        job.generation = v["generation"]?.string
+        job.bytes = v["bytes"]?.int
+        job.md5 = v["md5"]?.string
         return job
     }
 

@@ -41,7 +41,7 @@ final class WatchMetrics: @unchecked Sendable {
             descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
                                              helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
             labels: [("version", SnapThumbVersion.current), ("libvips", Vips.version)]).set(to: 1)
-        for code in ErrorCode.allCases where !code.isTransient { _ = failedCounter(code) }
+        for code in ErrorCode.allCases where !code.isTransient && code != .superseded { _ = failedCounter(code) }
     }
 
     func failed(_ code: ErrorCode) { failedCounter(code).increment() }
