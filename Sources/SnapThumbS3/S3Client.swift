@@ -253,14 +253,15 @@ public final class S3Client: Sendable {
             case .success(let response):
                 // A body cut short (or padded) on the way is transient, like a dropped connection.
                 let damaged = method == "HEAD" ? nil : Self.lengthProblem(response)
-                if damaged == nil, accept.contains(response.status) { return response }
-                lastFailure = damaged ?? describe(response)
                 if damaged == nil, response.status == 401, let bearer = configuration.bearer, !tokenRefused {
                     // A revoked or stale token: ask for a new one, once.
                     bearer.wasRefused()
                     tokenRefused = true
+                    lastFailure = describe(response)
                     continue
                 }
+                if damaged == nil, accept.contains(response.status) { return response }
+                lastFailure = damaged ?? describe(response)
                 if damaged == nil, response.status == 401 || response.status == 403 {
                     throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
                 }
