@@ -144,7 +144,7 @@ struct DeployFilesTests {
         guard PubSubEmulatorProcess.installed else {
             // No emulator: a queue that cannot be reached is a start-up failure (exit 2) after every argument was accepted.
             values["SUBSCRIPTION_URL"] = "gcppubsub://projects/proj-x/subscriptions/snapthumb"
-            values["DEAD_LETTER_TOPIC"] = "projects/proj-x/topics/dl"
+            values["DEAD_LETTER_TOPIC"] = "projects/proj-x/topics/snapthumb-dead-letters"
             let result = try CLI.run(try Self.substitute(line.arguments, values),
                                      environment: moto.environment().merging(["PUBSUB_EMULATOR_HOST": "127.0.0.1:9"]) { $1 })
             #expect(result.status == 2 && result.stderr.contains("consume: the queue: "), "\(result.stderr)")
