@@ -55,7 +55,8 @@ public struct S3RetryPolicy: Sendable {
 /// A small S3 client over Foundation's URLSession (libcurl underneath: connections
 /// kept alive and reused; several requests in flight from several threads). Calls
 /// block the calling thread; every request is signed with Signature Version 4 (or carries
-/// the configuration's bearer token, `S3Configuration.bearer`) and retried on timeouts, refused or dropped connections, 5xx and 503 SlowDown.
+/// the configuration's bearer token, `S3Configuration.bearer`) and retried on timeouts,
+/// refused or dropped connections, 5xx and 503 SlowDown.
 public final class S3Client: Sendable {
     public let configuration: S3Configuration
     public let retry: S3RetryPolicy

@@ -93,6 +93,10 @@ public struct S3Sources: SourceReader {
         guard path.hasPrefix(bucketPrefix) else { throw SnapError(.internal, "\(path) is not in \(bucketPrefix)") }
         let key = String(path.dropFirst(bucketPrefix.count))
         let named = expected.generation.map { "\(path) generation \($0)" } ?? path
+        // Announced as too large: refused before a byte is read, as a listed object would be.
+        if let size = expected.size, size > Int64(limit) {
+            throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        }
         switch try client.readChecked(key, query: expected.generation.map { [("generation", String($0))] } ?? [], check: { expected.mismatch(in: $0) == nil }) {
         case .good(let response):
             guard response.body.count <= limit else {

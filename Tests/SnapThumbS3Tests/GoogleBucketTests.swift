@@ -138,6 +138,9 @@ struct GoogleBucketTests {
         let deleted = #expect(throws: SnapError.self) { try sources.read(path, limit: 1 << 20, expecting: expectation(g2, second)) }
         #expect(deleted?.code == .superseded)
         #expect(deleted?.message.contains("deleted") == true)
+        // Announced as over the input limit: refused without a request (the generations asked stay two).
+        let large = #expect(throws: SnapError.self) { try sources.read(path, limit: 4, expecting: SourceExpectation(generation: g2 + 1, size: 5)) }
+        #expect(large?.code == .tooLarge)
         #expect(Set(try fake.stats().generations_asked) == [g1, g2])
     }
 
