@@ -17,8 +17,15 @@ standard input closes. Standard library only; signatures are checked with the
                 a stand-in for Pub/Sub's pull that only checks the bearer token: 401
                 UNAUTHENTICATED unless it is the latest token issued (and not revoked),
                 else an empty batch.
+  GET|HEAD|PUT|DELETE /BUCKET/NAME   (with --bucket BUCKET) a stand-in for Cloud Storage's
+                XML API, path-style, in memory: only the latest bearer token is accepted
+                (401 otherwise; a SigV4 signature is refused and counted). A PUT makes a new
+                generation (x-goog-generation); GET ?generation=N answers only while N is the
+                live generation (404 NoSuchKey once it was replaced or deleted), as on a bucket
+                without object versioning. GET /BUCKET?list-type=2 lists (for access checks).
   GET  /stats   counts, as JSON: tokens issued, refusals and their reasons, pulls
-                answered and refused.
+                answered and refused, bucket requests answered and refused, SigV4
+                signatures seen, the generations asked for.
 
 --fail-first N answers the first N requests to either token endpoint with 503.
 --revoke-first treats the first token issued as revoked (the API refuses it with 401).
@@ -54,6 +61,12 @@ class State:
         self.latest = None
         self.pulls_ok = 0
         self.pulls_refused = 0
+        self.objects = {}  # name -> (generation, bytes)
+        self.generation = 1732540000000000
+        self.bucket_ok = 0
+        self.bucket_refused = 0
+        self.sigv4 = 0
+        self.generations_asked = []
 
     def next_token(self, kind):
         with self.lock:
@@ -137,6 +150,78 @@ def make_handler(state):
                 state.refused.append(reason)
             self.reply(status, {"error": error, "error_description": reason}, headers)
 
+        def bucket_request(self, method):
+            """The Cloud Storage stand-in; False when the path is not the bucket's."""
+            bucket = state.args.bucket
+            path, _, query = self.path.partition("?")
+            if not bucket or not (path == "/" + bucket or path.startswith("/" + bucket + "/")):
+                return False
+            params = urllib.parse.parse_qs(query, keep_blank_values=True)
+            name = urllib.parse.unquote(path[len(bucket) + 2:])
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            authorization = self.headers.get("Authorization") or ""
+            with state.lock:
+                if authorization.startswith("AWS4-HMAC-SHA256"):
+                    state.sigv4 += 1
+                ok = state.latest is not None and authorization == f"Bearer {state.latest}"
+                if ok:
+                    state.bucket_ok += 1
+                else:
+                    state.bucket_refused += 1
+            if not ok:
+                return self.xml(401, b"<Error><Code>AuthenticationRequired</Code><Message>Authentication required.</Message></Error>")
+            with state.lock:
+                if method == "GET" and not name:
+                    keys = sorted(k for k in state.objects if k.startswith((params.get("prefix") or [""])[0]))
+                    items = "".join(f"<Contents><Key>{k}</Key><Size>{len(state.objects[k][1])}</Size><ETag>\"x\"</ETag></Contents>" for k in keys)
+                    return self.xml(200, f"<ListBucketResult><IsTruncated>false</IsTruncated>{items}</ListBucketResult>".encode())
+                if method == "PUT":
+                    state.generation += 1
+                    state.objects[name] = (state.generation, body)
+                    return self.xml(200, b"", [("x-goog-generation", str(state.generation))])
+                if method == "DELETE":
+                    state.objects.pop(name, None)
+                    return self.xml(204, b"")
+                wanted = (params.get("generation") or [None])[0]
+                if wanted is not None:
+                    state.generations_asked.append(int(wanted))
+                found = state.objects.get(name)
+                if found is None or (wanted is not None and int(wanted) != found[0]):
+                    return self.xml(404, b"<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>")
+                generation, data = found
+            headers = [("x-goog-generation", str(generation)), ("ETag", '"%s"' % generation)]
+            if method == "HEAD":
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                for header in headers:
+                    self.send_header(*header)
+                self.end_headers()
+                return True
+            return self.xml(200, data, headers, content_type="application/octet-stream")
+
+        def xml(self, status, data, headers=(), content_type="application/xml"):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            return True
+
+        def do_PUT(self):
+            if not self.bucket_request("PUT"):
+                self.reply(404, {"error": "not_found"})
+
+        def do_HEAD(self):
+            if not self.bucket_request("HEAD"):
+                self.reply(404, {"error": "not_found"})
+
+        def do_DELETE(self):
+            if not self.bucket_request("DELETE"):
+                self.reply(404, {"error": "not_found"})
+
         def do_POST(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode()
@@ -170,7 +255,11 @@ def make_handler(state):
             if self.path == "/stats":
                 with state.lock:
                     return self.reply(200, {"issued": state.issued, "refused": state.refused, "scopes": state.scopes,
-                                            "pulls_ok": state.pulls_ok, "pulls_refused": state.pulls_refused})
+                                            "pulls_ok": state.pulls_ok, "pulls_refused": state.pulls_refused,
+                                            "bucket_ok": state.bucket_ok, "bucket_refused": state.bucket_refused,
+                                            "sigv4": state.sigv4, "generations_asked": state.generations_asked})
+            if self.bucket_request("GET"):
+                return
             path = self.path.split("?", 1)[0]
             if path != METADATA_PATH:
                 return self.reply(404, {"error": "not_found"})
@@ -193,6 +282,7 @@ def main():
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--max-skew", type=int, default=300, help="seconds iat may be from now (a test whose clock runs ahead widens it)")
     parser.add_argument("--revoke-first", action="store_true", help="the first token issued is refused by the fake API")
+    parser.add_argument("--bucket", default="", help="serve a Cloud Storage XML API stand-in for this bucket")
     parser.add_argument("--no-flavor", action="store_true", help="metadata answers without Metadata-Flavor (an impostor)")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(args)))

@@ -33,6 +33,10 @@ public enum ErrorCode: String, Sendable, Codable, CaseIterable, Comparable {
     /// The store (a bucket) could not be reached or refused a write, after retries.
     /// Never the upload's fault: `watch` retries it later, a re-run of `backfill` completes it.
     case store
+    /// (consume) The notification's object generation was replaced or deleted before it
+    /// was read: its work belongs to the newer generation's notification. Acknowledged
+    /// with one log line, never dead-lettered.
+    case superseded
 
     public static func < (a: ErrorCode, b: ErrorCode) -> Bool { a.rawValue < b.rawValue }
 

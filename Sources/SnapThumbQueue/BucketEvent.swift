@@ -1,11 +1,14 @@
 import Foundation
+import SnapThumbCore
 
 /// What one queue message says happened in a bucket. Independent of the queue that
 /// carried it: SQS gives S3 event notifications (direct, in an SNS envelope, or as
 /// EventBridge events); a Pub/Sub decoder can give Cloud Storage's the same way.
 public enum BucketEvent: Sendable, Equatable {
     /// An object was created (written, copied, or completed as a multipart upload).
-    case objectCreated(bucket: String, key: String, size: Int?)
+    /// `expected`: what the notification announced of it (Cloud Storage: the generation,
+    /// the size and MD5), for the worker to read exactly that and check it.
+    case objectCreated(bucket: String, key: String, size: Int?, expected: SourceExpectation? = nil)
     /// A test message a bucket sends when notifications are configured (`s3:TestEvent`).
     case test(bucket: String?)
     /// Any other event (a deletion, a restore, a tag change): nothing to make.

@@ -29,7 +29,7 @@ final class ConsumeMetrics: Sendable {
         published = registry.makeCounter(descriptor: Self.name("uploads_published", "total", "Uploads whose manifest was published (durable) before their message was deleted."))
         repeats = registry.makeCounter(descriptor: Self.name("uploads_repeated", "total", "Uploads already published from the same bytes with this recipe (a duplicate delivery or a re-upload)."))
         redeliveries = registry.makeCounter(descriptor: Self.name("redeliveries", "total", "Messages received more than once (a worker died or released them, or a lease ran out)."))
-        ignored = registry.makeCounter(descriptor: Self.name("messages_ignored", "total", "Messages deleted without work: test events, other events, objects outside --source."))
+        ignored = registry.makeCounter(descriptor: Self.name("messages_ignored", "total", "Messages deleted without work: test events, other events, objects outside --source, generations superseded before they were read."))
         transient = registry.makeCounter(descriptor: Self.name("transient_failures", "total", "Uploads that failed for a reason a retry may fix (store or source unreachable): left on the queue."))
         inFlight = registry.makeGauge(descriptor: Self.name("messages_in_flight", "", "Messages received and not yet deleted or released."))
         oldestAge = registry.makeGauge(descriptor: Self.name("oldest_message_age", "seconds", "Age (since it was sent to the queue) of the oldest message received in the last metrics interval; 0 if none."))
@@ -38,7 +38,7 @@ final class ConsumeMetrics: Sendable {
             descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
                                              helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
             labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
-        for code in ErrorCode.allCases where !code.isTransient && code != .config { _ = refusedCounter(code.rawValue) }
+        for code in ErrorCode.allCases where !code.isTransient && code != .config && code != .superseded { _ = refusedCounter(code.rawValue) }
     }
 
     func refused(_ code: String) { refusedCounter(code).increment() }

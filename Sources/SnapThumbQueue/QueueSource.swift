@@ -16,6 +16,7 @@ import SystemKit
 ///     → the runner's worker processes publish (group commit: durable)
 ///     → every job of the message ended:
 ///         published or repeat ........................ delete
+///         superseded (a newer generation was written) .. delete, one log line
 ///         refused with a code ........................ dead-letter queue, then delete
 ///         transient (store, source unreachable) ....... leave it: visible again after a backoff
 ///         abandoned at shutdown ...................... release (visible again at once)
@@ -197,11 +198,12 @@ final class QueueSource: JobSource, Sendable {
         var notes: [String] = []
         for event in events {
             switch event {
-            case .objectCreated(let bucket, let objectKey, let size):
+            case .objectCreated(let bucket, let objectKey, let size, let expected):
                 switch scope.place(bucket: bucket, objectKey: objectKey) {
                 case .upload(let key):
-                    jobs.append(Job(entry: FileWalker.Entry(relativePath: key, path: scope.path(of: objectKey), size: size ?? 0),
-                                    messageID: message.id))
+                    var entry = FileWalker.Entry(relativePath: key, path: scope.path(of: objectKey), size: size ?? 0)
+                    entry.expected = expected
+                    jobs.append(Job(entry: entry, messageID: message.id))
                 case .outside:
                     notes.append("s3://\(bucket)/\(objectKey) is outside --source s3://\(scope.bucket)/\(scope.prefix)")
                 case .ignored:
@@ -249,6 +251,7 @@ final class QueueSource: JobSource, Sendable {
             switch result.outcome {
             case .processed: refusal = nil
             case .skipped: refusal = nil
+            case .failed(let error) where error.code == .superseded: refusal = nil
             case .failed(let error) where error.code.isTransient:
                 refusal = nil
                 message.transient = error
@@ -283,6 +286,12 @@ final class QueueSource: JobSource, Sendable {
             meta["snap.result"] = "repeat"
             meta["snap.note"] = "repeat: this key was already published from the same source bytes"
             logger.info("processed", metadata: meta)
+        case .failed(let error) where error.code == .superseded:
+            // Not a failure: the newer generation's notification does the work.
+            metrics.ignored.increment()
+            meta["snap.result"] = "superseded"
+            meta["snap.note"] = "\(error.message)"
+            logger.info("superseded: acknowledged without work", metadata: meta)
         case .failed(let error) where error.code.isTransient:
             metrics.transient.increment()
             meta["snap.result"] = "retry"

@@ -325,6 +325,7 @@ public final class ProcessPool: Sendable {
                 var job = WorkerProtocol.Job(i: item.index, path: entry.path, key: entry.relativePath, size: entry.size,
                                              absent: entry.manifestAbsent ? true : nil, raw: entry.rawPath,
                                              manifest: answersWithManifests ? true : nil)
+                job.expect(entry.expected)
                 if let ledger {
                     let (news, next) = ledger.since(told)
                     if !news.isEmpty { job.blobs = news }

@@ -20,6 +20,25 @@ enum WorkerProtocol {
         var blobs: [String]? = nil
         /// Answer a published or repeated upload with its manifest (`process` prints it).
         var manifest: Bool? = nil
+        /// What the notification announced (`FileWalker.Entry.expected`): the generation
+        /// (decimal), the size, the MD5 (base64).
+        var generation: String? = nil
+        var bytes: Int? = nil
+        var md5: String? = nil
+
+        /// Carries the entry's expectation.
+        mutating func expect(_ expected: SourceExpectation?) {
+            generation = expected?.generation.map { String($0) }
+            bytes = expected?.size.map { Int($0) }
+            md5 = expected?.md5.map { Data($0).base64EncodedString() }
+        }
+
+        /// The expectation the job carries (nil when none).
+        var expected: SourceExpectation? {
+            let expected = SourceExpectation(generation: generation.flatMap { Int64($0) }, size: bytes.map { Int64($0) },
+                                             md5: md5.flatMap { Data(base64Encoded: $0) }.map { Array($0) })
+            return expected.isEmpty ? nil : expected
+        }
     }
 
     struct Reply: Codable, Equatable {
@@ -65,6 +84,9 @@ enum WorkerLine {
         if let raw = job.raw { w.key("raw"); w.intArray(raw.map { Int($0) }) }
         if let blobs = job.blobs { w.key("blobs"); w.stringArray(blobs) }
         if let manifest = job.manifest { w.field("manifest", manifest) }
+        if let generation = job.generation { w.field("generation", generation) }
+        if let bytes = job.bytes { w.field("bytes", bytes) }
+        if let md5 = job.md5 { w.field("md5", md5) }
         w.close()
         return w.bytes
     }
@@ -177,6 +199,9 @@ enum WorkerLine {
         if let raw = v["raw"]?.array { job.raw = raw.compactMap { $0.int.flatMap { UInt8(exactly: $0) } } }
         if let blobs = v["blobs"]?.array { job.blobs = blobs.compactMap(\.string) }
         job.manifest = v["manifest"]?.bool
+        job.generation = v["generation"]?.string
+        job.bytes = v["bytes"]?.int
+        job.md5 = v["md5"]?.string
         return job
     }
 

@@ -51,8 +51,9 @@ public struct WorkerLoop: Sendable {
         while let line = reader.next(beforeBlocking: { committer.flush() }) {
             guard let job = WorkerLine.job(line) else { continue }
             if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
-            let entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
+            var entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
                                          manifestAbsent: job.absent ?? false, rawPath: job.raw)
+            entry.expected = job.expected
             let started = DispatchTime.now().uptimeNanoseconds
             let prepared = prepare(entry)
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
@@ -90,7 +91,8 @@ public struct WorkerLoop: Sendable {
             let key = entry.relativePath
             // A local name that is not UTF-8 is read by its bytes; everything else through the source reader.
             let limit = pipeline.settings.limits.maxInputBytes
-            let source = try entry.rawPath != nil ? entry.read(limit: limit) : reader.read(entry.path, limit: limit)
+            let source = try entry.rawPath != nil ? entry.read(limit: limit)
+                : entry.expected.map { try reader.read(entry.path, limit: limit, expecting: $0) } ?? reader.read(entry.path, limit: limit)
             let digest = "sha256:" + source.sha256Hex
             var replacing: String?
             var rederiving = false

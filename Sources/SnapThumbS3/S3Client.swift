@@ -56,8 +56,9 @@ public struct S3RetryPolicy: Sendable {
 
 /// A small S3 client over Foundation's URLSession (libcurl underneath: connections
 /// kept alive and reused; several requests in flight from several threads). Calls
-/// block the calling thread; every request is signed with Signature Version 4 and
-/// retried on timeouts, refused or dropped connections, 5xx and 503 SlowDown.
+/// block the calling thread; every request is signed with Signature Version 4 (or carries
+/// the configuration's bearer token, `S3Configuration.bearer`) and retried on timeouts,
+/// refused or dropped connections, 5xx and 503 SlowDown.
 public final class S3Client: Sendable {
     public let configuration: S3Configuration
     public let retry: S3RetryPolicy
@@ -128,8 +129,10 @@ public final class S3Client: Sendable {
 
     /// The object's whole answer (its headers: ETag, a GCS generation), or nil when there is none.
     /// A body shorter or longer than its Content-Length was retried (see `send`).
-    public func fetch(_ key: String) throws -> S3Response? {
-        let response = try send("GET", key: key, accept: [200, 404])
+    /// `query` picks a version: `generation=N` on Google Cloud Storage (`versionId=…` on S3);
+    /// it is signed with the request.
+    public func fetch(_ key: String, query: [(String, String)] = []) throws -> S3Response? {
+        let response = try send("GET", key: key, query: query, accept: [200, 404])
         return response.status == 200 ? response : nil
     }
 
@@ -149,12 +152,12 @@ public final class S3Client: Sendable {
     /// policy's backoff: a broken cache or a truncating middlebox is transient.
     /// Only the same failing bytes twice in a row are `bad`; bodies that fail
     /// differently every time outlast the retries and throw `store`.
-    public func readChecked(_ key: String, check: (Data) -> Bool) throws -> CheckedRead {
+    public func readChecked(_ key: String, query: [(String, String)] = [], check: (Data) -> Bool) throws -> CheckedRead {
         var previous: Data?
         let attempts = max(2, retry.attempts)
         for attempt in 1 ... attempts {
             if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
-            guard let response = try fetch(key) else { return .absent }
+            guard let response = try fetch(key, query: query) else { return .absent }
             if check(response.body) { return .good(response) }
             if let previous, previous == response.body { return .bad(response) }
             previous = response.body
@@ -166,6 +169,12 @@ public final class S3Client: Sendable {
     /// Whether the object exists.
     public func head(_ key: String) throws -> Bool {
         try send("HEAD", key: key, accept: [200, 404]).status == 200
+    }
+
+    /// The live object's headers (a GCS generation in `x-goog-generation`), or nil when there is none.
+    public func headers(_ key: String) throws -> S3Response? {
+        let response = try send("HEAD", key: key, accept: [200, 404])
+        return response.status == 200 ? response : nil
     }
 
     public func delete(_ key: String) throws {
@@ -191,10 +200,12 @@ public final class S3Client: Sendable {
     /// Checks once that the bucket exists and these credentials may use it:
     /// throws `config` (a start-up error) when not, `io` when the server cannot be reached.
     public func checkAccess() throws {
-        let response = try send("GET", key: nil, query: [("list-type", "2"), ("max-keys", "1"), ("prefix", configuration.prefix)], accept: [200, 301, 400, 403, 404])
+        let response = try send("GET", key: nil, query: [("list-type", "2"), ("max-keys", "1"), ("prefix", configuration.prefix)], accept: [200, 301, 400, 401, 403, 404])
         switch response.status {
         case 200: return
         case 404: throw SnapError(.config, "\(configuration.location): no such bucket (\(response.errorCode ?? "404"))")
+        case 401 where configuration.bearer != nil, 403 where configuration.bearer != nil:
+            throw SnapError(.config, "\(configuration.location): access refused to \(configuration.bearer!.source) (\(describe(response))); check the account's IAM roles on the bucket (docs/google.md)")
         case 403: throw SnapError(.config, "\(configuration.location): access refused (\(describe(response))); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the bucket's policy")
         default: throw SnapError(.config, "\(configuration.location): \(describe(response)) (check AWS_REGION and the endpoint)")
         }
@@ -224,9 +235,10 @@ public final class S3Client: Sendable {
                      body: [UInt8] = [], payloadHash: String = SigV4Signer.emptyPayloadHash, accept: Set<Int>) throws -> S3Response {
         let (base, host, path) = target(key)
         var lastFailure = ""
+        var tokenRefused = false
         for attempt in 1 ... retry.attempts {
             if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
-            let signed = signer.sign(SigV4Signer.Request(method: method, path: path, query: query, headers: [("Host", host)] + extra, payloadHash: payloadHash), at: Date())
+            let signed = try authorize(SigV4Signer.Request(method: method, path: path, query: query, headers: [("Host", host)] + extra, payloadHash: payloadHash))
             let queryString = query.map { "\(SigV4Signer.uriEncode($0.0, keepSlash: false))=\(SigV4Signer.uriEncode($0.1, keepSlash: false))" }.joined(separator: "&")
             guard let url = URL(string: base + SigV4Signer.uriEncode(path, keepSlash: true) + (queryString.isEmpty ? "" : "?" + queryString)) else {
                 throw SnapError(.config, "\(configuration.location): cannot make a URL for \(key ?? "the bucket")")
@@ -244,6 +256,13 @@ public final class S3Client: Sendable {
             case .success(let response):
                 // A body cut short (or padded) on the way is transient, like a dropped connection.
                 let damaged = method == "HEAD" ? nil : Self.lengthProblem(response)
+                if damaged == nil, response.status == 401, let bearer = configuration.bearer, !tokenRefused {
+                    // A revoked or stale token: ask for a new one, once.
+                    bearer.wasRefused()
+                    tokenRefused = true
+                    lastFailure = describe(response)
+                    continue
+                }
                 if damaged == nil, accept.contains(response.status) { return response }
                 lastFailure = damaged ?? describe(response)
                 if damaged == nil, response.status == 401 || response.status == 403 {
@@ -259,6 +278,17 @@ public final class S3Client: Sendable {
             }
         }
         throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
+    }
+
+    /// The request's headers with its authorization: the bearer token when the configuration
+    /// has one (no SigV4 headers then), else the SigV4 signature.
+    func authorize(_ request: SigV4Signer.Request) throws -> [(String, String)] {
+        guard let bearer = configuration.bearer else { return signer.sign(request, at: Date()) }
+        do {
+            return request.headers + [("Authorization", try bearer.authorization())]
+        } catch {
+            throw SnapError(.store, "\(configuration.location): \(request.method) \(request.path): no access token from \(bearer.source): \(SnapThumbCore.describe(error))")
+        }
     }
 
     /// `snapthumb/<version>`, the version `--version` prints: what a server's logs show.

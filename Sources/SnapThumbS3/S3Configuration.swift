@@ -33,6 +33,10 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var pathStyle: Bool
     public var provider: S3Provider
     public var credentials: S3Credentials
+    /// Set when there is no HMAC key and the bucket takes bearer tokens instead (Google Cloud
+    /// Storage's XML API with Google credentials): every request carries its `Authorization`
+    /// header instead of a SigV4 signature; `credentials` is then empty.
+    public var bearer: S3BearerAuthorization?
     /// Attempts per request, first one included (`AWS_MAX_ATTEMPTS`, as the AWS SDKs read it).
     public var maxAttempts: Int = 6
     /// Whether create-only writes must be proven first (`create-only=` on the URL).
@@ -99,14 +103,10 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         self.prefix = prefix
         self.createOnlyCheck = createOnlyCheck
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
-        guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
-            throw SnapError(.config, "\(RedactedURL.text(url)): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
-        }
         if let text = value("AWS_MAX_ATTEMPTS") {
             guard let n = Int(text), n >= 1 else { throw SnapError(.config, "AWS_MAX_ATTEMPTS=\(text): expected a whole number of at least 1") }
             maxAttempts = n
         }
-        credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
         region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"
         let endpointString = value("AWS_ENDPOINT_URL_S3") ?? value("AWS_ENDPOINT_URL") ?? "https://s3.\(region).amazonaws.com"
         guard let parsed = URLComponents(string: endpointString), let scheme = parsed.scheme?.lowercased(),
@@ -139,6 +139,15 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         } else { forced = nil }
         // An IP address or localhost has no per-bucket DNS names; a bucket with dots breaks TLS names.
         self.pathStyle = forced ?? (Self.isAddressOrLocalhost(host) || (scheme == "https" && bucket.contains(".")))
+        if let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") {
+            credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
+        } else if let bearer = try S3BearerAuthorization.fallback(environment: environment, provider: self.provider) {
+            // No HMAC key: the bucket is reached with the tokens of the environment's Google credentials.
+            credentials = S3Credentials(accessKeyID: "", secretAccessKey: "")
+            self.bearer = bearer
+        } else {
+            throw SnapError(.config, "\(RedactedURL.text(url)): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones); for Google Cloud Storage, an HMAC key the same way, or Google credentials (GOOGLE_APPLICATION_CREDENTIALS, or the metadata server with provider gcs; docs/google.md)")
+        }
     }
 
     static func isAddressOrLocalhost(_ host: String) -> Bool {
@@ -151,4 +160,53 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
 
     /// Is this store argument an s3 URL (anything else must be a directory path)?
     public static func isS3URL(_ string: String) -> Bool { string.lowercased().hasPrefix("s3://") }
+}
+
+/// Authorization other than SigV4: an `Authorization` header value for each request.
+/// Google Cloud Storage's XML API takes `Bearer <OAuth 2.0 access token>`. This module
+/// knows nothing of where tokens come from: the program installs a maker once at start
+/// (``install(_:)``; `snapthumb` installs Google's Application Default Credentials),
+/// used when the environment has no HMAC key. `description` names the source, never a token.
+public struct S3BearerAuthorization: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// Where the tokens come from, for messages and logs (never a token).
+    public let source: String
+    private let header: @Sendable () throws -> String
+    private let refused: @Sendable () -> Void
+
+    /// - Parameters:
+    ///   - header: the `Authorization` value for the next request (`Bearer …`), fetching a
+    ///     token when needed; throws when none can be had (its message must hold no secret).
+    ///   - refused: called after the server answered 401 (the token was revoked or went stale),
+    ///     so that the next `header()` fetches a new one.
+    public init(source: String, header: @escaping @Sendable () throws -> String, refused: @escaping @Sendable () -> Void = {}) {
+        self.source = source
+        self.header = header
+        self.refused = refused
+    }
+
+    public func authorization() throws -> String { try header() }
+    public func wasRefused() { refused() }
+
+    public var description: String { "bearer tokens (\(source))" }
+    public var debugDescription: String { description }
+
+    /// Makes the authorization for an environment without an HMAC key, or nil when it has
+    /// no credentials of that kind either (`provider`: the bucket's, `gcs` or `s3`).
+    public typealias Maker = @Sendable (_ environment: [String: String], _ provider: S3Provider) throws -> S3BearerAuthorization?
+
+    private static let installed = InstalledMaker()
+
+    /// Installs the maker (once, at start, before any bucket is opened; a later call replaces it).
+    public static func install(_ maker: Maker?) { installed.set(maker) }
+
+    static func fallback(environment: [String: String], provider: S3Provider) throws -> S3BearerAuthorization? {
+        try installed.get()?(environment, provider)
+    }
+}
+
+private final class InstalledMaker: @unchecked Sendable {  // `maker` only behind `lock`
+    private let lock = NSLock()
+    private var maker: S3BearerAuthorization.Maker?
+    func set(_ m: S3BearerAuthorization.Maker?) { lock.lock(); maker = m; lock.unlock() }
+    func get() -> S3BearerAuthorization.Maker? { lock.lock(); defer { lock.unlock() }; return maker }
 }

@@ -63,4 +63,46 @@ public struct S3Sources: SourceReader {
         }
         return SourceBuffer([UInt8](body))
     }
+
+    /// Reads the generation a notification announced (`?generation=N`, Cloud Storage's XML
+    /// API; signed with the request) and checks its bytes against the size and MD5 given:
+    /// - that generation is gone (replaced by a newer one, or deleted): `superseded`; the
+    ///   newer generation's own notification makes its thumbnails;
+    /// - the bytes differ: read again (a cut or damaged transfer is transient); the same
+    ///   wrong bytes twice are `unreadable` (what is stored is not what was announced),
+    ///   different wrong bytes every time outlast the retries as `store` (retried later).
+    public func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer {
+        let bucketPrefix = "s3://\(client.configuration.bucket)/"
+        guard path.hasPrefix(bucketPrefix) else { throw SnapError(.internal, "\(path) is not in \(bucketPrefix)") }
+        let key = String(path.dropFirst(bucketPrefix.count))
+        let named = expected.generation.map { "\(path) generation \($0)" } ?? path
+        // Announced as too large: refused before a byte is read, as a listed object would be.
+        if let size = expected.size, size > Int64(limit) {
+            throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        }
+        switch try client.readChecked(key, query: expected.generation.map { [("generation", String($0))] } ?? [], check: { expected.mismatch(in: $0) == nil }) {
+        case .good(let response):
+            guard response.body.count <= limit else {
+                throw SnapError(.tooLarge, "input is \(response.body.count) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+            }
+            return SourceBuffer([UInt8](response.body))
+        case .absent:
+            guard let generation = expected.generation else { throw SnapError(.io, "\(path): no longer in the bucket") }
+            // Which generation is live now says why the announced one is gone.
+            guard let live = try client.headers(key) else {
+                throw SnapError(.superseded, "\(named) was deleted before it was read")
+            }
+            if let text = live.header("x-goog-generation"), let current = Int64(text), current > generation {
+                throw SnapError(.superseded, "\(named) was replaced by generation \(current) before it was read")
+            }
+            throw SnapError(.io, "\(named): not found, though the object is there (\(live.header("x-goog-generation").map { "generation \($0)" } ?? "no generation given")); retried later")
+        case .bad(let response):
+            if let generation = expected.generation, let text = response.header("x-goog-generation"), let served = Int64(text), served > generation {
+                // A server that ignored `generation` and sent the live object: a newer one.
+                throw SnapError(.superseded, "\(named) was replaced by generation \(served) before it was read")
+            }
+            let what = expected.mismatch(in: response.body) ?? "the bytes differ"
+            throw SnapError(.unreadable, "\(named): \(what); read twice, the same bytes: the object is not what its notification announced")
+        }
+    }
 }

@@ -20,6 +20,9 @@ public enum FileWalker {
         /// The path byte for byte, when it differs from `path` (a name that is not
         /// UTF-8); reading uses it so that such files are processed, not skipped.
         public let rawPath: [UInt8]?
+        /// What a bucket notification announced (`consume`): the version to read and what
+        /// its bytes must be. Nil for files walked and objects listed.
+        public var expected: SourceExpectation? = nil
 
         public init(relativePath: String, path: String, size: Int, manifestAbsent: Bool = false, rawPath: [UInt8]? = nil) {
             self.relativePath = relativePath

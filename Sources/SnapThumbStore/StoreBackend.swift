@@ -61,6 +61,20 @@ public protocol SourceReader: Sendable {
     func read(_ path: String, limit: Int) throws -> SourceBuffer
     /// What a `worker` process is given as `--sources` to read the same way (nil: local files).
     var workerArgument: String? { get }
+    /// Reads the exact version `expected` names (where the reader can) and checks the bytes
+    /// against its size and MD5; a mismatch throws (see `SourceExpectation`).
+    func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer
+}
+
+extension SourceReader {
+    /// Files have no versions: reads the path and checks the bytes once (`unreadable` when they differ).
+    public func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer {
+        let source = try read(path, limit: limit)
+        if let mismatch = expected.mismatch(in: source) {
+            throw SnapError(.unreadable, "\(path): \(mismatch)")
+        }
+        return source
+    }
 }
 
 /// Sources that are files on this machine.

@@ -44,7 +44,7 @@ final class WatchMetrics: Sendable {
             descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
                                              helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
             labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
-        for code in ErrorCode.allCases where !code.isTransient { _ = failedCounter(code) }
+        for code in ErrorCode.allCases where !code.isTransient && code != .superseded { _ = failedCounter(code) }
     }
 
     func failed(_ code: ErrorCode) { failedCounter(code).increment() }

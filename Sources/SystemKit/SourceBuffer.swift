@@ -32,6 +32,9 @@ public final class SourceBuffer: @unchecked Sendable {  // @unchecked: a raw poi
     /// Lower-case hex SHA-256 of the bytes.
     public var sha256Hex: String { withBytes { SHA256.hex($0) } }
 
+    /// MD5 of the bytes (to check a read against what a bucket notification announced).
+    public var md5: [UInt8] { withBytes { MD5.digest($0) } }
+
     /// Bytes `range` (clamped to the buffer), copied.
     public func bytes(_ range: Range<Int>) -> [UInt8] {
         let clamped = range.clamped(to: 0..<count)

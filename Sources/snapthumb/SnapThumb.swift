@@ -3,6 +3,7 @@ import Foundation
 import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
+import SnapThumbQueue
 import VipsKit
 import SystemKit
 
@@ -47,6 +48,8 @@ enum Main {
     static func main() async {
         // Every command may process images for hours (watch, worker, backfill): keep RSS flat.
         POSIX.fixMallocMmapThreshold()
+        // A bucket without an HMAC key is reached with Google credentials, when there are some (docs/google.md).
+        GoogleBucketAuthorization.install()
         var parsed: (any ParsableCommand.Type)?
         let arguments = Array(CommandLine.arguments.dropFirst())
         // A worker process inherits its parent's environment: the parent has warned already.

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 import SnapThumbCore
 @testable import SnapThumbRunner
+import VipsKit
 
 /// The worker protocol's lines are written and read without Foundation's JSON
 /// coders, but they stay the same JSON: each side reads what JSONEncoder writes
@@ -15,10 +16,33 @@ struct WorkerLineTests {
 
     static var jobs: [WorkerProtocol.Job] {
         names.enumerated().map { i, name in
-            WorkerProtocol.Job(i: i, path: "/up/\(name)", key: name, size: 1 << (i * 5), absent: i % 2 == 0 ? true : nil,
-                               raw: i == 1 ? [0x63, 0x61, 0x66, 0xE9, 0x00, 0xFF] : nil,
-                               blobs: i == 2 ? [String(repeating: "ab", count: 32), String(repeating: "0f", count: 32)] : nil)
+            var job = WorkerProtocol.Job(i: i, path: "/up/\(name)", key: name, size: 1 << (i * 5), absent: i % 2 == 0 ? true : nil,
+                                         raw: i == 1 ? [0x63, 0x61, 0x66, 0xE9, 0x00, 0xFF] : nil,
+                                         blobs: i == 2 ? [String(repeating: "ab", count: 32), String(repeating: "0f", count: 32)] : nil)
+            // What a Cloud Storage notification announced: all of it, or only a generation (payloadFormat NONE).
+            if i == 3 { job.expect(SourceExpectation(generation: 1_732_540_000_000_123, size: 4096, md5: Array(0 ..< 16))) }
+            if i == 4 { job.expect(SourceExpectation(generation: Int64.max)) }
+            return job
         }
+    }
+
+    @Test("a notification's generation, size and MD5 cross the pipe exactly (a generation beyond 2^53 included)")
+    func expectations() throws {
+        let jobs = Self.jobs
+        let announced = try #require(WorkerLine.job(Data(WorkerLine.encode(jobs[3])))?.expected)
+        #expect(announced == SourceExpectation(generation: 1_732_540_000_000_123, size: 4096, md5: Array(0 ..< 16)))
+        #expect(WorkerLine.job(Data(WorkerLine.encode(jobs[4])))?.expected == SourceExpectation(generation: Int64.max))
+        #expect(WorkerLine.job(Data(WorkerLine.encode(jobs[0])))?.expected == nil)
+    }
+
+    @Test("the bytes read are checked against the size and MD5 announced")
+    func mismatch() {
+        let bytes = Data("thumbnail source".utf8)
+        let md5 = MD5.digest(bytes)
+        #expect(SourceExpectation(generation: 7, size: Int64(bytes.count), md5: md5).mismatch(in: bytes) == nil)
+        #expect(SourceExpectation(generation: 7).mismatch(in: bytes) == nil)
+        #expect(SourceExpectation(size: 3).mismatch(in: bytes) == "read 16 bytes, the notification says 3")
+        #expect(SourceExpectation(size: 16, md5: Array(repeating: 0, count: 16)).mismatch(in: bytes)?.contains("MD5") == true)
     }
 
     static var replies: [WorkerProtocol.Reply] {

@@ -6,6 +6,7 @@ import Testing
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbS3
+import SnapThumbGoogle
 
 /// Every `snapthumb` command line in deploy/ runs, with its variables substituted, against
 /// moto's S3 and SQS on loopback: the deployment files cannot drift from the command line.
@@ -57,11 +58,14 @@ struct DeployFilesTests {
         #expect(Set(lines.map { $0.arguments.first ?? "" }) == ["consume", "backfill", "version"], "\(lines)")
         let configMap = try String(contentsOfFile: "\(Self.deploy)/kubernetes/consume.yaml", encoding: .utf8)
         for line in lines where line.file.hasPrefix("kubernetes/") {
+            // The shared ConfigMap (consume.yaml's), or the file's own (the GKE variant's).
+            let own = try String(contentsOfFile: "\(Self.deploy)/\(line.file)", encoding: .utf8)
             for argument in line.arguments {
                 var rest = Substring(argument)
                 while let start = rest.range(of: "$("), let end = rest.range(of: ")", range: start.upperBound..<rest.endIndex) {
                     let name = String(rest[start.upperBound..<end.lowerBound])
-                    #expect(name == "JOB_COMPLETION_INDEX" || configMap.contains("\n  \(name): "), "\(line.file) uses $(\(name)), which the ConfigMap does not define")
+                    #expect(name == "JOB_COMPLETION_INDEX" || configMap.contains("\n  \(name): ") || own.contains("\n  \(name): "),
+                            "\(line.file) uses $(\(name)), which no ConfigMap defines")
                     rest = rest[end.upperBound...]
                 }
             }
@@ -69,6 +73,13 @@ struct DeployFilesTests {
         let job = try String(contentsOfFile: "\(Self.deploy)/kubernetes/backfill-job.yaml", encoding: .utf8)
         #expect(job.contains("completionMode: Indexed") && job.contains("completions: 4") && job.contains("\"$(JOB_COMPLETION_INDEX)/4\""))
         #expect(configMap.contains("type: aws-sqs-queue") && configMap.contains("kind: ScaledObject"))
+        // The GKE variant: Workload Identity, KEDA on the subscription's backlog with the pod's identity.
+        let gke = try String(contentsOfFile: "\(Self.deploy)/kubernetes/consume-gke.yaml", encoding: .utf8)
+        for needed in ["iam.gke.io/gcp-service-account: ", "type: gcp-pubsub", "mode: SubscriptionSize", "value: \"", "provider: gcp",
+                       "subscriptionName: projects/", "SUBSCRIPTION_URL: gcppubsub://projects/"] {
+            #expect(gke.contains(needed), "consume-gke.yaml lacks \(needed)")
+        }
+        #expect(lines.filter { $0.file == "kubernetes/consume-gke.yaml" }.map { $0.arguments.first } == ["consume"])
     }
 
     @Test("every command line runs: the image's smoke test, the sharded backfill's 4 pods (each key once), the consume Deployment (drains the queue, SIGTERM exits 0)")
@@ -113,7 +124,7 @@ struct DeployFilesTests {
         #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/")) == Set(keys))
 
         // The Deployment: the bucket's events for the same keys are repeats, deleted; SIGTERM exits 0.
-        let consumes = lines.filter { $0.arguments.first == "consume" }
+        let consumes = lines.filter { $0.arguments.first == "consume" && $0.file != "kubernetes/consume-gke.yaml" }
         #expect(consumes.count == 1)
         for line in consumes {
             let daemon = try Daemon(try Self.substitute(line.arguments, values), environment: env)
@@ -124,5 +135,49 @@ struct DeployFilesTests {
             #expect(drained, "\(line): \(daemon.log)")
             #expect(daemon.terminate() == 0, "\(daemon.log)")
         }
+    }
+
+    @Test("the GKE Deployment's command line runs on the Pub/Sub emulator: Cloud Storage's notifications for keys already published are repeats, acknowledged; SIGTERM exits 0 (without the emulator: its arguments parse and it reaches the queue check)")
+    func runGKE() throws {
+        let lines = try Self.commandLines().filter { $0.file == "kubernetes/consume-gke.yaml" }
+        let line = try #require(lines.first)
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        var values = ["SOURCE_URL": "s3://\(uploads)/snaps/", "STORE_URL": "s3://\(thumbs)/v1"]
+        guard PubSubEmulatorProcess.installed else {
+            // No emulator: a queue that cannot be reached is a start-up failure (exit 2) after every argument was accepted.
+            values["SUBSCRIPTION_URL"] = "gcppubsub://projects/proj-x/subscriptions/snapthumb"
+            values["DEAD_LETTER_TOPIC"] = "projects/proj-x/topics/snapthumb-dead-letters"
+            let result = try CLI.run(try Self.substitute(line.arguments, values),
+                                     environment: moto.environment().merging(["PUBSUB_EMULATOR_HOST": "127.0.0.1:9"]) { $1 })
+            #expect(result.status == 2 && result.stderr.contains("consume: the queue: "), "\(result.stderr)")
+            return
+        }
+        let emulator = try PubSubEmulatorProcess.shared.get()
+        let pubsub = try emulator.client()
+        let project = try PubSubConsumeTests.Project(pubsub)
+        values["SUBSCRIPTION_URL"] = project.subscription.url
+        values["DEAD_LETTER_TOPIC"] = project.dlq.name
+        let client = try moto.client(bucket: uploads)
+        let keys = ["a.jpg", "b c.jpg", "d+e/f.png"]
+        var messages: [OutgoingMessage] = []
+        for (i, key) in keys.enumerated() {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(ConsumeTests.good[i])"))))
+            _ = try client.put("snaps/" + key, body: bytes, contentType: "image/jpeg")
+            messages.append(PubSubConsumeTests.notification(bucket: uploads, name: "snaps/" + key, bytes: bytes, generation: Int64(100 + i)))
+        }
+        // Published once by a backfill; the notifications then make repeats.
+        let backfill = try CLI.run(["backfill", "s3://\(uploads)/snaps/", "--store", "s3://\(thumbs)/v1"], environment: moto.environment())
+        #expect(backfill.status == 0, "\(backfill.stderr)")
+        let topic = project.topic
+        let sent = messages
+        try await_ { _ = try await pubsub.publish(topic, sent) }
+        let daemon = try Daemon(try Self.substitute(line.arguments, values), environment: moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 })
+        let repeated = PubSubConsumeTests.untilDone(progress: { daemon.log.count }) {
+            daemon.log.components(separatedBy: "\"snap.result\":\"repeat\"").count - 1 >= keys.count
+        }
+        #expect(repeated, "\(line): \(daemon.log)")
+        #expect(daemon.terminate() == 0, "\(daemon.log)")
+        #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/")) == Set(keys))
     }
 }

@@ -8,6 +8,7 @@ import Testing
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbRunner
+import VipsKit
 
 /// A queue and dead-letter sink that record what the consumer did to each message, in order.
 final class RecordingQueue: MessageQueue, DeadLetterSink, @unchecked Sendable {
@@ -104,6 +105,43 @@ struct QueueSourceTests {
         source.conclude(Self.result(jobs[1], .timedOut(SnapError(.timeout, "slow"))))
         source.finish()
         #expect(Set(queue.calls.map { "\($0)" }) == Set([RecordingQueue.Call.ack("m1"), .ack("m2")].map { "\($0)" }))
+    }
+
+    /// What Cloud Storage publishes through Pub/Sub (JSON_API_V1) when `name` is written with `bytes`.
+    static func storageMessage(_ id: String, name: String, bytes: [UInt8], generation: Int64, md5: [UInt8]? = nil) -> QueueMessage {
+        let body = "{\"kind\":\"storage#object\",\"name\":\"\(name)\",\"bucket\":\"uploads\",\"generation\":\"\(generation)\",\"size\":\"\(bytes.count)\",\"md5Hash\":\"\(Data(md5 ?? MD5.digest(bytes)).base64EncodedString())\"}"
+        return QueueMessage(id: id, receipt: "r-\(id)", body: body, attributes: [
+            "eventType": "OBJECT_FINALIZE", "bucketId": "uploads", "objectId": name, "objectGeneration": "\(generation)", "payloadFormat": "JSON_API_V1"])
+    }
+
+    @Test("a Cloud Storage notification's generation, size and MD5 reach the job; a superseded generation is acknowledged, never dead-lettered; bytes that are not the ones announced are refused")
+    func storageNotifications() throws {
+        let queue = RecordingQueue()
+        let source = QueueSource(queue: queue, deadLetters: queue, scope: SourceScope(bucket: "uploads", prefix: "in/"), decode: StorageEventDecoder.decode,
+                                 metrics: ConsumeMetrics(registry: PrometheusCollectorRegistry()), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                                 worker: "test-worker", capacity: 6)
+        let bytes = Array("not really a jpeg".utf8)
+        source.admit(Self.storageMessage("m1", name: "in/red flower.jpg", bytes: bytes, generation: 1_732_540_000_000_001))
+        source.admit(Self.storageMessage("m2", name: "in/b.jpg", bytes: bytes, generation: 1_732_540_000_000_002))
+        let jobs = Self.take(source)
+        #expect(jobs.map(\.relativePath) == ["red flower.jpg", "b.jpg"])
+        #expect(jobs.map(\.path) == ["s3://uploads/in/red flower.jpg", "s3://uploads/in/b.jpg"])
+        #expect(jobs[0].expected == SourceExpectation(generation: 1_732_540_000_000_001, size: Int64(bytes.count), md5: MD5.digest(bytes)))
+        #expect(jobs[1].expected?.generation == 1_732_540_000_000_002)
+        // The runner hands the entry (with its expectation) to a worker: the job line carries it.
+        var line = WorkerProtocol.Job(i: 0, path: jobs[0].path, key: jobs[0].relativePath, size: jobs[0].size)
+        line.expect(jobs[0].expected)
+        #expect(WorkerLine.job(Data(WorkerLine.encode(line)))?.expected == jobs[0].expected)
+
+        source.conclude(Self.result(jobs[0], .failed(SnapError(.superseded, "s3://uploads/in/red flower.jpg generation 1732540000000001 was replaced by generation 1732540000000009 before it was read"))))
+        source.conclude(Self.result(jobs[1], .failed(SnapError(.unreadable, "read 3 bytes, the notification says 17"))))
+        source.finish()
+        let calls = queue.calls
+        #expect(calls.contains(.ack("m1")))
+        #expect(calls.contains(.ack("m2")))
+        let letters = calls.compactMap { if case .letter(let letter) = $0 { return letter } else { return nil } }
+        #expect(letters.map(\.key) == ["b.jpg"], "a superseded generation is not dead-lettered")
+        #expect(letters.map(\.code) == ["unreadable"])
     }
 
     @Test("a transient failure is never dead-lettered: the message stays, hidden for a backoff")

@@ -63,7 +63,10 @@ public enum StorageEventDecoder {
         let pubsub = PubSubMessage(data: Data(message.body.utf8), attributes: message.attributes, messageID: message.id)
         switch try? StorageNotification.parse(pubsub) {
         case nil: return nil
-        case .upload(let upload)?: return [.objectCreated(bucket: upload.bucket, key: upload.name, size: upload.size.map { Int($0) })]
+        case .upload(let upload)?:
+            let expected = SourceExpectation(generation: upload.generation, size: upload.size, md5: upload.md5)
+            return [.objectCreated(bucket: upload.bucket, key: upload.name, size: upload.size.map { Int($0) },
+                                   expected: expected.isEmpty ? nil : expected)]
         case .ignored(let reason)?: return [.other(reason)]
         }
     }
