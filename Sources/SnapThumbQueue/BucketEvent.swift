@@ -1,5 +1,6 @@
 import Foundation
 import SnapThumbCore
+import SnapThumbStore
 
 /// What one queue message says happened in a bucket. Independent of the queue that
 /// carried it: SQS gives S3 event notifications (direct, in an SNS envelope, or as

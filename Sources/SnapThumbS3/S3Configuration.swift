@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SnapThumbCore
 import SnapThumbStore
 
@@ -204,9 +205,8 @@ public struct S3BearerAuthorization: Sendable, CustomStringConvertible, CustomDe
     }
 }
 
-private final class InstalledMaker: @unchecked Sendable {  // `maker` only behind `lock`
-    private let lock = NSLock()
-    private var maker: S3BearerAuthorization.Maker?
-    func set(_ m: S3BearerAuthorization.Maker?) { lock.lock(); maker = m; lock.unlock() }
-    func get() -> S3BearerAuthorization.Maker? { lock.lock(); defer { lock.unlock() }; return maker }
+private final class InstalledMaker: Sendable {
+    private let maker = Mutex<S3BearerAuthorization.Maker?>(nil)
+    func set(_ m: S3BearerAuthorization.Maker?) { maker.withLock { $0 = m } }
+    func get() -> S3BearerAuthorization.Maker? { maker.withLock { $0 } }
 }

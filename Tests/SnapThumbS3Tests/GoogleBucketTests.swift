@@ -3,6 +3,8 @@ import Glibc
 #endif
 import Foundation
 import Testing
+import SnapThumbStore
+import SystemKit
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbS3
