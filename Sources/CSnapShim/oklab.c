@@ -24,8 +24,8 @@ typedef long long snap_v4l __attribute__((vector_size(32)));
 #if defined(__x86_64__) && defined(__clang__)
 #define SNAP_DISPATCH 1
 #define SNAP_INLINE static inline __attribute__((always_inline))
-static int
-snap_avx2(void)
+int
+snap_cpu_has_avx2(void)
 {
 	static int known = -1;
 	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
@@ -127,7 +127,7 @@ void
 snap_oklab_image(const unsigned char *rgb, long count, const double *linear, double *lab)
 {
 #if SNAP_DISPATCH
-	if (snap_avx2()) { snap_oklab_image_avx2(rgb, count, linear, lab); return; }
+	if (snap_cpu_has_avx2()) { snap_oklab_image_avx2(rgb, count, linear, lab); return; }
 #endif
 	snap_oklab_image_body(rgb, count, linear, lab);
 }
@@ -217,7 +217,7 @@ void
 snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out)
 {
 #if SNAP_DISPATCH
-	if (snap_avx2()) { snap_drawn_cells_avx2(lab, side, factor, scratch, out); return; }
+	if (snap_cpu_has_avx2()) { snap_drawn_cells_avx2(lab, side, factor, scratch, out); return; }
 #endif
 	snap_drawn_cells_body(lab, side, factor, scratch, out);
 }
@@ -281,7 +281,7 @@ snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long co
 	double *nearest = work, *sums = work + count;
 	for (long i = 0; i < count; i++) assignment[i] = 0;
 #if SNAP_DISPATCH
-	if (snap_avx2()) {
+	if (snap_cpu_has_avx2()) {
 		snap_kmeans_avx2(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
 		return;
 	}

@@ -124,26 +124,13 @@ snap_accumulate_avx2(float *restrict acc, size_t n, const float *const *src, con
 {
 	snap_accumulate_body(acc, n, src, w, taps);
 }
-
-static int
-snap_resample_avx2(void)
-{
-	static int known = -1;
-	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-	if (v < 0) {
-		__builtin_cpu_init();
-		v = __builtin_cpu_supports("avx2") ? 1 : 0;
-		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
-	}
-	return v;
-}
 #endif
 
 static void
 snap_accumulate(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
 {
 #if defined(__x86_64__) && defined(__clang__)
-	if (snap_resample_avx2()) { snap_accumulate_avx2(acc, n, src, w, taps); return; }
+	if (snap_cpu_has_avx2()) { snap_accumulate_avx2(acc, n, src, w, taps); return; }
 #endif
 	snap_accumulate_body(acc, n, src, w, taps);
 }
@@ -309,7 +296,7 @@ snap_square_rgb_region(const unsigned char *rgb, int region_width, int region_he
                        int width, int height, int side, unsigned char *out)
 {
 #if defined(__x86_64__) && defined(__clang__)
-	if (snap_resample_avx2())
+	if (snap_cpu_has_avx2())
 		return snap_square_region_avx2(rgb, region_width, region_height, left_at, top_at, width, height, side, out);
 #endif
 	return snap_square_region_body(rgb, region_width, region_height, left_at, top_at, width, height, side, out);

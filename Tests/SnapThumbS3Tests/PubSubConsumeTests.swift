@@ -5,6 +5,7 @@ import Glibc
 @testable import SystemKit
 @testable import SnapThumbConfig
 import Foundation
+import Synchronization
 import Testing
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
@@ -57,19 +58,35 @@ final class PubSubEmulatorProcess: @unchecked Sendable {
     }
 }
 
-/// Runs an async call from a synchronous test, off the concurrency pool's threads.
+/// Runs an async call from a synchronous test without the concurrency pool. A synchronous
+/// test holds one of the pool's threads while it waits, and the pool has one per core:
+/// two such tests waiting on tasks that need the pool (2 cores) wait for ever. The call's
+/// task therefore prefers its own executor, a serial queue on threads of its own.
 func await_<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
-    let result = ResultCell<T>()
+    let result = Mutex<Result<T, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
-    Thread {
-        result.value = Result { try BlockingCall(operation).wait() }
+    Task(executorPreference: OwnThreadsExecutor.shared) {
+        let outcome: Result<T, any Error>
+        do { outcome = .success(try await operation()) } catch { outcome = .failure(error) }
+        result.withLock { $0 = outcome }
         done.signal()
-    }.start()
+    }
     done.wait()
-    return try result.value!.get()
+    return try result.withLock { $0! }.get()
 }
 
-private final class ResultCell<T>: @unchecked Sendable { var value: Result<T, any Error>? }
+/// A task executor on a serial dispatch queue: dispatch gives such a queue threads
+/// beyond the cooperative pool's width, so its jobs run while the pool is blocked.
+final class OwnThreadsExecutor: TaskExecutor {
+    static let shared = OwnThreadsExecutor()
+    private let queue = DispatchQueue(label: "snapthumb.tests.await")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
 
 /// `consume gcppubsub://…` against the Pub/Sub emulator carrying Cloud Storage's
 /// notifications, with moto's S3 standing in for the bucket (read through the S3 API,

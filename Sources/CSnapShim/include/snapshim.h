@@ -195,6 +195,12 @@ void snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate
 
 /* ==== The drawn pixel art (oklab.c) ==== */
 
+#if defined(__x86_64__) && defined(__clang__)
+/* 1 when this processor has AVX2 (asked once): the kernels of oklab.c and resample.c
+ * then run their AVX2 builds, which compute the same bits. */
+int snap_cpu_has_avx2(void);
+#endif
+
 /* The drawn pixel art's arithmetic in OKLab (oklab.c), bit for bit as SnapThumbCore's
  * Swift: OKLab of count packed 8-bit sRGB pixels (linear: the 256-entry sRGB-to-linear
  * table), interleaved l, a, b; */
