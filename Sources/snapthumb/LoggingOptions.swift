@@ -41,21 +41,31 @@ struct LoggingOptions: ParsableArguments {
     /// then `file` (the config file's values), then the defaults (text, info).
     func resolve(environment: [String: String] = ProcessEnvironment.values,
                  file: (format: String?, level: String?, path: String)? = nil) throws -> (LogFormat, Logger.Level) {
-        func pick(_ flag: String?, _ flagName: String, _ env: String, _ fileValue: String?, _ fileKey: String) -> (String, String)? {
-            if let flag { return (flag, flagName) }
-            if let value = environment[env], !value.isEmpty { return (value, env) }
-            if let file, let fileValue { return (fileValue, "\(fileKey) in \(file.path)") }
-            return nil
+        // The one precedence (ConfigLayers): flag, SNAPTHUMB_LOG_*, the file's log section, the
+        // default. An empty variable counts as unset, as it always has for logging.
+        var flags: [String: String] = [:]
+        if let logFormat { flags["log-format"] = logFormat }
+        if let levelFlag { flags["log-level"] = levelFlag }
+        var sections: [String: String] = [:]
+        if let format = file?.format { sections["format"] = format }
+        if let level = file?.level { sections["level"] = level }
+        let layers = ConfigLayers(flags: flags, environment: environment.filter { !$0.value.isEmpty },
+                                  file: file.map { ConfigFile(path: $0.path, sections: ["log": sections]) })
+        func pick(_ flag: String, _ fileKey: String) -> (String, String)? {
+            guard let (text, source) = layers.lookup(flag, file: [("log", fileKey)]) else { return nil }
+            // -q and -v set the level too: name the flag that was given.
+            if flag == "log-level", case .flag = source, logLevel == nil { return (text, quiet ? "-q" : "-v") }
+            return (text, source.description)
         }
         var format = LogFormat.text
-        if let (text, source) = pick(logFormat, "--log-format", "SNAPTHUMB_LOG_FORMAT", file?.format, "log.format") {
+        if let (text, source) = pick("log-format", "format") {
             guard let value = LogFormat(rawValue: text.lowercased()) else {
                 throw ValidationError("\(source) must be text or json (got '\(text)')")
             }
             format = value
         }
         var level = Logger.Level.info
-        if let (text, source) = pick(levelFlag, quiet ? "-q" : verbose ? "-v" : "--log-level", "SNAPTHUMB_LOG_LEVEL", file?.level, "log.level") {
+        if let (text, source) = pick("log-level", "level") {
             guard let value = Logger.Level(rawValue: text.lowercased()) else {
                 throw ValidationError("\(source) must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")) (got '\(text)')")
             }
