@@ -86,7 +86,7 @@ struct ProcessCommand: ParsableCommand {
         switch result.outcome {
         case .processed, .skipped:
             done += 1
-            guard let json = result.manifestJSON, let manifest = try? Manifest.decode(Data(json.utf8)) else {
+            guard let json = result.manifestJSON else {
                 failed = true
                 Console.failure(file, code: ErrorCode.internal.rawValue, message: "the worker gave no manifest for a published upload")
                 return
@@ -95,9 +95,9 @@ struct ProcessCommand: ParsableCommand {
                 Console.say("\(file): repeat: \(key) is already published from the same source bytes", event: "repeat",
                             metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
             } else if let previous = result.replacedDigest {
-                Console.say("\(file): replaced: \(key) was \(previous), now \(manifest.source.digest) (--on-conflict replace)",
+                Console.say("\(file): replaced: \(key) was \(previous), now \(result.sourceDigest ?? "?") (--on-conflict replace)",
                             event: "replaced", metadata: ["snap.file": "\(file)", "snap.key": "\(key)", "snap.previous_digest": "\(previous)",
-                                                          "snap.digest": "\(manifest.source.digest)"])
+                                                          "snap.digest": "\(result.sourceDigest ?? "?")"])
             } else if result.rederived {
                 Console.say("\(file): re-derived: \(key) was published from the same source bytes under another recipe; its outputs are made again",
                             event: "rederived", metadata: ["snap.file": "\(file)", "snap.key": "\(key)"])
