@@ -73,21 +73,21 @@ let package = Package(
         // path, `StoreLocation`); the bucket store plugs in as a `StoreScheme`.
         .target(
             name: "SnapThumbStore",
-            dependencies: ["SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The bucket store: S3-compatible object storage (AWS S3, Google Cloud
         // Storage's XML API, MinIO, Ceph RGW), signed with AWS Signature Version 4,
         // over Foundation's URLSession (see README, "Storing in a bucket").
         .target(
             name: "SnapThumbS3",
-            dependencies: ["SnapThumbStore", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Google Cloud: credentials found as Google's client libraries find them (a
         // service-account key's RS256 JWT, or the metadata server), Pub/Sub's REST API,
         // Cloud Storage's notifications.
         .target(
             name: "SnapThumbGoogle",
-            dependencies: ["SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The one configuration layer: flags > environment > config file > defaults,
         // for every subcommand; the log format.
@@ -203,7 +203,7 @@ let package = Package(
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbGoogle", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The watch daemon in-process (ServiceLifecycle's test kit) and as `snapthumb watch`.
         .testTarget(

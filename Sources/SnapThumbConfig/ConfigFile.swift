@@ -12,6 +12,9 @@ import SnapThumbCore
 ///   "log":      { "format": "json", "level": "info" } }
 /// ```
 ///
+/// Buckets, queues and Google read the sections `s3`, `sqs` and `google` (`CloudSettings`),
+/// after the variables the AWS and Google tools read.
+///
 /// Files written before sections existed keep working: pipeline fields (`square`, `pixel`,
 /// `limits`, …) may sit at the top level, and `watch.store` names the store.
 public struct ConfigFile: Sendable {
@@ -39,6 +42,9 @@ public struct ConfigFile: Sendable {
         "store": ["path", "allowUnconditionalWrites"],
         "backfill": ["jobs", "isolation", "progressInterval", "report", "printManifests", "shard"],
         "log": ["format", "level"],
+        "s3": CloudSettings.fileSettings["s3"]!,
+        "sqs": CloudSettings.fileSettings["sqs"]!,
+        "google": CloudSettings.fileSettings["google"]!,
         // "watch" is checked by the watch command, which knows its settings.
     ]
 
@@ -64,7 +70,7 @@ public struct ConfigFile: Sendable {
             throw SnapError(.config, "config file \(path) is not valid JSON")
         }
         guard let object = root as? [String: Any] else {
-            throw SnapError(.config, "config file \(path) must hold one JSON object of sections (pipeline, store, watch, backfill, log)")
+            throw SnapError(.config, "config file \(path) must hold one JSON object of sections (pipeline, store, watch, backfill, log, s3, sqs, google)")
         }
         var pipelineObject: [String: Any] = [:]
         var sections: [String: [String: String]] = [:]
@@ -79,7 +85,7 @@ public struct ConfigFile: Sendable {
                     throw SnapError(.config, "config file \(path): \"pipeline\" must be an object of pipeline settings")
                 }
                 for (key, field) in section { pipelineObject[key] = field }
-            case "store", "watch", "backfill", "log":
+            case "store", "watch", "backfill", "log", "s3", "sqs", "google":
                 guard let section = value as? [String: Any] else {
                     throw SnapError(.config, "config file \(path): \"\(name)\" must be an object of settings")
                 }
@@ -98,7 +104,7 @@ public struct ConfigFile: Sendable {
                 }
                 sections[name] = values
             default:
-                throw SnapError(.config, "config file \(at(name)): unknown section \"\(name)\"; sections are pipeline, store, watch, backfill, log")
+                throw SnapError(.config, "config file \(at(name)): unknown section \"\(name)\"; sections are pipeline, store, watch, backfill, log, s3, sqs, google")
             }
         }
         do {
@@ -214,6 +220,31 @@ public struct ConfigLayers: Sendable {
             }
         }
         return nil
+    }
+
+    /// The winning text for a setting that has no flag of its own and whose environment
+    /// variables are the ones other tools already read (`AWS_REGION`, then
+    /// `AWS_DEFAULT_REGION`): the first of `names` that is set and not empty, then the first
+    /// of `fileKeys` the file sets.
+    public func lookup(environment names: [String], file fileKeys: [(String, String)] = []) -> (text: String, source: SettingSource)? {
+        for name in names {
+            if let value = environment[name], !value.isEmpty { return (value, .environment(name)) }
+        }
+        if let file {
+            for (section, key) in fileKeys {
+                if let value = file.sections[section]?[key] { return (value, .file(path: file.path, key: "\(section).\(key)")) }
+            }
+        }
+        return nil
+    }
+}
+
+/// true/false (also 1/0, yes/no, on/off), with a message that names the source.
+public func parseSwitch(_ text: String, source: SettingSource) throws -> Bool {
+    switch text.lowercased() {
+    case "1", "true", "yes", "on": return true
+    case "0", "false", "no", "off": return false
+    default: throw SnapError(.config, "\(source) must be true or false (got '\(text)')")
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbConfig
 
 /// Finds Google credentials the way Google's client libraries do ("Application Default
 /// Credentials"), for everything but the Pub/Sub emulator (see `PubSubEndpoint`):
@@ -13,11 +14,10 @@ public enum GoogleCredentials {
     /// The token source the environment names. A key file is read and checked here
     /// (a start-up error, `GoogleError.Kind.credentials`, when it is unusable); the metadata
     /// server is first asked when a token is needed.
-    public static func tokenSource(environment: [String: String], scopes: [String] = defaultScopes) throws -> any AccessTokenSource {
-        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
-        if let path = value("GOOGLE_APPLICATION_CREDENTIALS") {
+    public static func tokenSource(cloud: CloudSettings, scopes: [String] = defaultScopes) throws -> any AccessTokenSource {
+        if let path = cloud.googleCredentials?.value {
             return ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: path), scopes: scopes)
         }
-        return MetadataServerTokenSource(host: value("GCE_METADATA_HOST") ?? MetadataServerTokenSource.defaultHost)
+        return MetadataServerTokenSource(host: cloud.metadataHost?.value ?? MetadataServerTokenSource.defaultHost)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 
 /// Where Pub/Sub's REST API is, and whether requests carry an access token.
 public struct PubSubEndpoint: Sendable, Equatable, CustomStringConvertible {
@@ -16,11 +17,13 @@ public struct PubSubEndpoint: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `PUBSUB_EMULATOR_HOST` (`host:port`, as `gcloud beta emulators pubsub env-init` prints
-    /// it): the emulator over plain HTTP, without credentials. Otherwise Google's service.
-    public static func resolve(environment: [String: String]) throws -> PubSubEndpoint {
-        guard let host = environment["PUBSUB_EMULATOR_HOST"], !host.isEmpty else { return .google }
+    /// it; or the config file's `google.pubsubEmulatorHost`): the emulator over plain HTTP,
+    /// without credentials. Otherwise Google's service.
+    public static func resolve(cloud: CloudSettings) throws -> PubSubEndpoint {
+        guard let setting = cloud.pubsubEmulatorHost else { return .google }
+        let host = setting.value
         guard !host.contains("/"), let url = URL(string: "http://\(host)"), url.host != nil, url.path.isEmpty else {
-            throw GoogleError(.invalid, "PUBSUB_EMULATOR_HOST=\(host): expected host:port")
+            throw GoogleError(.invalid, "\(setting): expected host:port")
         }
         return PubSubEndpoint(baseURL: url, authenticated: false)
     }
@@ -55,12 +58,12 @@ public final class PubSubClient: Sendable {
         self.logger = logger
     }
 
-    /// The client the environment describes: the emulator (`PUBSUB_EMULATOR_HOST`), or Google's
+    /// The client the settings describe: the emulator (`PUBSUB_EMULATOR_HOST`), or Google's
     /// service with Application Default Credentials (`GoogleCredentials.tokenSource`).
-    public static func fromEnvironment(_ environment: [String: String], retry: GoogleRetryPolicy = GoogleRetryPolicy(),
+    public static func configured(_ cloud: CloudSettings, retry: GoogleRetryPolicy = GoogleRetryPolicy(),
                                        logger: Logger = Logger(label: "snapthumb.pubsub")) throws -> PubSubClient {
-        let endpoint = try PubSubEndpoint.resolve(environment: environment)
-        let tokens = endpoint.authenticated ? AccessTokenProvider(source: try GoogleCredentials.tokenSource(environment: environment), logger: logger) : nil
+        let endpoint = try PubSubEndpoint.resolve(cloud: cloud)
+        let tokens = endpoint.authenticated ? AccessTokenProvider(source: try GoogleCredentials.tokenSource(cloud: cloud), logger: logger) : nil
         return PubSubClient(endpoint: endpoint, tokens: tokens, retry: retry, logger: logger)
     }
 

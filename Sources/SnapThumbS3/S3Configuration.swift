@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 
@@ -23,7 +24,7 @@ public enum CreateOnlyCheck: String, Sendable, CaseIterable {
 }
 
 /// Where a bucket store lives and how to reach it, from an `s3://BUCKET/PREFIX`
-/// URL and the environment variables AWS users already have.
+/// URL and the settings AWS users already have (`CloudSettings`: `AWS_*` variables first).
 public struct S3Configuration: Sendable, CustomStringConvertible {
     public var bucket: String
     /// "" or ending in "/".
@@ -42,6 +43,30 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var maxAttempts: Int = 6
     /// Whether create-only writes must be proven first (`create-only=` on the URL).
     public var createOnlyCheck: CreateOnlyCheck = .probe
+    /// The settings this was made from, with the URL's options applied (for the worker's URL).
+    public private(set) var cloud: CloudSettings
+
+    /// The URL a worker process opens to reach exactly this bucket: the resolved settings
+    /// that are not secrets ride along as options (`region=`, `endpoint=`, …), so that a
+    /// worker uses what its parent resolved from flags and the config file; the keys stay
+    /// in the environment the worker inherits (never on a command line).
+    public func workerURL(createOnly: CreateOnlyCheck) -> String {
+        var options: [String] = []
+        func add(_ name: String, _ value: String?) {
+            if let value { options.append("\(name)=\(value.addingPercentEncoding(withAllowedCharacters: Self.optionCharacters) ?? value)") }
+        }
+        if provider != .s3 { add("provider", provider.rawValue) }
+        add("path-style", String(pathStyle))
+        if createOnly != .probe { add("create-only", createOnly.rawValue) }
+        add("region", cloud.region?.value)
+        add("endpoint", cloud.s3Endpoint?.value)
+        add("max-attempts", cloud.maxAttempts.map(String.init))
+        add("google-credentials", cloud.googleCredentials?.value)
+        add("metadata-host", cloud.metadataHost?.value)
+        return location + "?" + options.joined(separator: "&")
+    }
+
+    private static let optionCharacters = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~:/"))
 
     /// `s3://BUCKET/PREFIX` without credentials: safe to print.
     public var location: String { "s3://\(bucket)/\(prefix)" }
@@ -68,12 +93,12 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     }
 
     /// - Parameters:
-    ///   - url: `s3://BUCKET/PREFIX`.
-    ///   - environment: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
-    ///     `AWS_REGION` then `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL_S3` then `AWS_ENDPOINT_URL`,
-    ///     `SNAPTHUMB_S3_PATH_STYLE` (1/true), `SNAPTHUMB_S3_PROVIDER` (s3/gcs).
-    ///   - provider, pathStyle: from the command line or config file; win over the environment.
-    public init(url fullURL: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil) throws {
+    ///   - url: `s3://BUCKET/PREFIX`, with options as a query (`?provider=gcs&path-style=true`).
+    ///   - cloud: credentials, region, endpoint, attempts, provider and path style as the
+    ///     configuration layer resolved them (`CloudSettings`: `AWS_*`, `SNAPTHUMB_S3_*`, the
+    ///     config file's `s3` section).
+    ///   - provider, pathStyle: from the command line; win over `cloud` (the URL's options win over both).
+    public init(url fullURL: String, cloud: CloudSettings, provider: S3Provider? = nil, pathStyle: Bool? = nil) throws {
         // Options may ride along as a query: s3://BUCKET/PREFIX?provider=gcs&path-style=true
         // (how a backfill hands its store to its worker processes).
         let pieces = fullURL.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
@@ -81,10 +106,13 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         var provider = provider
         var pathStyle = pathStyle
         var createOnlyCheck = CreateOnlyCheck.probe
+        var cloud = cloud
         if pieces.count > 1 {
             for option in pieces[1].split(separator: "&") {
                 let nv = option.split(separator: "=", maxSplits: 1).map(String.init)
-                switch (nv.first ?? "", nv.count > 1 ? nv[1] : "") {
+                let given = nv.count > 1 ? (nv[1].removingPercentEncoding ?? nv[1]) : ""
+                let asGiven = ResolvedSetting(given, from: .flag("\(nv.first ?? "")= in the store URL"))
+                switch (nv.first ?? "", given) {
                 case ("provider", let value):
                     guard let p = S3Provider(rawValue: value) else { throw SnapError(.config, "\(RedactedURL.text(url)): provider=\(value): expected s3 or gcs") }
                     if provider == nil { provider = p }
@@ -94,8 +122,15 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
                 case ("create-only", let value):
                     guard let check = CreateOnlyCheck(rawValue: value) else { throw SnapError(.config, "\(RedactedURL.text(url)): create-only=\(value): expected probe, proven or unchecked") }
                     createOnlyCheck = check
+                case ("region", _): cloud.region = asGiven
+                case ("endpoint", _): cloud.s3Endpoint = asGiven
+                case ("google-credentials", _): cloud.googleCredentials = asGiven
+                case ("metadata-host", _): cloud.metadataHost = asGiven
+                case ("max-attempts", let value):
+                    guard let n = Int(value), n >= 1 else { throw SnapError(.config, "\(RedactedURL.text(url)): max-attempts=\(value): expected a whole number of at least 1") }
+                    cloud.maxAttempts = n
                 default:
-                    throw SnapError(.config, "\(RedactedURL.text(url)): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false)")
+                    throw SnapError(.config, "\(RedactedURL.text(url)): unknown option \"\(option)\" (provider=s3|gcs, path-style=true|false, create-only=probe|proven|unchecked, region=, endpoint=, max-attempts=, google-credentials=, metadata-host=)")
                 }
             }
         }
@@ -103,17 +138,15 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         self.bucket = bucket
         self.prefix = prefix
         self.createOnlyCheck = createOnlyCheck
-        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
-        if let text = value("AWS_MAX_ATTEMPTS") {
-            guard let n = Int(text), n >= 1 else { throw SnapError(.config, "AWS_MAX_ATTEMPTS=\(text): expected a whole number of at least 1") }
-            maxAttempts = n
-        }
-        region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"
-        let endpointString = value("AWS_ENDPOINT_URL_S3") ?? value("AWS_ENDPOINT_URL") ?? "https://s3.\(region).amazonaws.com"
+        self.cloud = cloud
+        if let attempts = cloud.maxAttempts { maxAttempts = attempts }
+        region = cloud.region?.value ?? "us-east-1"
+        let endpointString = cloud.s3Endpoint?.value ?? "https://s3.\(region).amazonaws.com"
         guard let parsed = URLComponents(string: endpointString), let scheme = parsed.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = parsed.host, !host.isEmpty,
               parsed.user == nil, parsed.password == nil else {
-            throw SnapError(.config, "endpoint \"\(endpointString)\" is not an http(s)://host[:port] URL")
+            let named = cloud.s3Endpoint.map { "\($0.source)" } ?? "the default endpoint"
+            throw SnapError(.config, "endpoint \"\(endpointString)\" (\(named)) is not an http(s)://host[:port] URL")
         }
         var components = URLComponents()
         components.scheme = scheme
@@ -122,28 +155,21 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         endpoint = components.url!
         if let provider {
             self.provider = provider
-        } else if let name = value("SNAPTHUMB_S3_PROVIDER") {
-            guard let p = S3Provider(rawValue: name.lowercased()) else {
-                throw SnapError(.config, "SNAPTHUMB_S3_PROVIDER=\(name): expected s3 or gcs")
+        } else if let name = cloud.s3Provider {
+            guard let p = S3Provider(rawValue: name.value.lowercased()) else {
+                throw SnapError(.config, "\(name): expected s3 or gcs")
             }
             self.provider = p
         } else {
             self.provider = .s3
         }
-        let forced: Bool?
-        if let pathStyle { forced = pathStyle } else if let text = value("SNAPTHUMB_S3_PATH_STYLE") {
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": forced = true
-            case "0", "false", "no", "off": forced = false
-            default: throw SnapError(.config, "SNAPTHUMB_S3_PATH_STYLE=\(text): expected true or false")
-            }
-        } else { forced = nil }
+        let forced = pathStyle ?? cloud.s3PathStyle
         // An IP address or localhost has no per-bucket DNS names; a bucket with dots breaks TLS names.
         self.pathStyle = forced ?? (Self.isAddressOrLocalhost(host) || (scheme == "https" && bucket.contains(".")))
-        if let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") {
-            credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
-        } else if let bearer = try S3BearerAuthorization.fallback(environment: environment, provider: self.provider) {
-            // No HMAC key: the bucket is reached with the tokens of the environment's Google credentials.
+        if let key = cloud.accessKeyID?.value, let secret = cloud.secretAccessKey?.value {
+            credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: cloud.sessionToken?.value)
+        } else if let bearer = try S3BearerAuthorization.fallback(cloud: cloud, provider: self.provider) {
+            // No HMAC key: the bucket is reached with the tokens of the configured Google credentials.
             credentials = S3Credentials(accessKeyID: "", secretAccessKey: "")
             self.bearer = bearer
         } else {
@@ -167,7 +193,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
 /// Google Cloud Storage's XML API takes `Bearer <OAuth 2.0 access token>`. This module
 /// knows nothing of where tokens come from: the program installs a maker once at start
 /// (``install(_:)``; `snapthumb` installs Google's Application Default Credentials),
-/// used when the environment has no HMAC key. `description` names the source, never a token.
+/// used when the settings hold no HMAC key. `description` names the source, never a token.
 public struct S3BearerAuthorization: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// Where the tokens come from, for messages and logs (never a token).
     public let source: String
@@ -191,17 +217,17 @@ public struct S3BearerAuthorization: Sendable, CustomStringConvertible, CustomDe
     public var description: String { "bearer tokens (\(source))" }
     public var debugDescription: String { description }
 
-    /// Makes the authorization for an environment without an HMAC key, or nil when it has
+    /// Makes the authorization for settings without an HMAC key, or nil when it has
     /// no credentials of that kind either (`provider`: the bucket's, `gcs` or `s3`).
-    public typealias Maker = @Sendable (_ environment: [String: String], _ provider: S3Provider) throws -> S3BearerAuthorization?
+    public typealias Maker = @Sendable (_ cloud: CloudSettings, _ provider: S3Provider) throws -> S3BearerAuthorization?
 
     private static let installed = InstalledMaker()
 
     /// Installs the maker (once, at start, before any bucket is opened; a later call replaces it).
     public static func install(_ maker: Maker?) { installed.set(maker) }
 
-    static func fallback(environment: [String: String], provider: S3Provider) throws -> S3BearerAuthorization? {
-        try installed.get()?(environment, provider)
+    static func fallback(cloud: CloudSettings, provider: S3Provider) throws -> S3BearerAuthorization? {
+        try installed.get()?(cloud, provider)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SystemKit
@@ -48,14 +49,14 @@ public final class S3Store: StoreBackend, Sendable {
         state = Mutex(State(createOnly: client.configuration.createOnlyCheck))
     }
 
-    /// Opens `s3://BUCKET/PREFIX` with the environment's configuration and checks,
+    /// Opens `s3://BUCKET/PREFIX` with the resolved cloud settings and checks,
     /// once, that the bucket exists and the credentials are accepted (`config` error if not).
     /// - Parameter allowUnconditionalWrites: the operator accepts a bucket that may not
     ///   honour create-only writes (`--allow-unconditional-writes`): it is never probed.
-    public static func open(_ url: String, environment: [String: String], provider: S3Provider? = nil, pathStyle: Bool? = nil,
+    public static func open(_ url: String, cloud: CloudSettings, provider: S3Provider? = nil, pathStyle: Bool? = nil,
                             onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
                             logger: Logger = Logger(label: "snapthumb.s3")) throws -> S3Store {
-        var configuration = try S3Configuration(url: url, environment: environment, provider: provider, pathStyle: pathStyle)
+        var configuration = try S3Configuration(url: url, cloud: cloud, provider: provider, pathStyle: pathStyle)
         if allowUnconditionalWrites { configuration.createOnlyCheck = .unchecked }
         let store = S3Store(client: S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts), logger: logger), onConflict: onConflict, logger: logger)
         try store.client.checkAccess()
@@ -67,12 +68,7 @@ public final class S3Store: StoreBackend, Sendable {
     public var directory: String? { nil }
     /// The store for a worker process, with what this one proved (`create-only=proven`).
     public var workerArgument: String {
-        var options: [String] = []
-        if configuration.provider != .s3 { options.append("provider=\(configuration.provider.rawValue)") }
-        options.append("path-style=\(configuration.pathStyle)")
-        let check = state.withLock { $0.createOnly }
-        if check != .probe { options.append("create-only=\(check.rawValue)") }
-        return location + "?" + options.joined(separator: "&")
+        configuration.workerURL(createOnly: state.withLock { $0.createOnly })
     }
 
     func blobKey(_ hex: String) -> String { "\(configuration.prefix)blobs/sha256/\(hex.prefix(2))/\(hex)" }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SystemKit
@@ -15,7 +16,7 @@ public struct S3StoreScheme: StoreScheme {
     }
 
     public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend {
-        try S3Store.open(argument, environment: options.environment, onConflict: options.onConflict,
+        try S3Store.open(argument, cloud: options.cloud, onConflict: options.onConflict,
                          allowUnconditionalWrites: options.allowUnconditionalWrites, logger: options.logger)
     }
 }
@@ -24,14 +25,13 @@ public struct S3StoreScheme: StoreScheme {
 public struct S3Sources: SourceReader {
     public let client: S3Client
 
-    public init(url: String, environment: [String: String]) throws {
-        let configuration = try S3Configuration(url: url, environment: environment)
+    public init(url: String, cloud: CloudSettings) throws {
+        let configuration = try S3Configuration(url: url, cloud: cloud)
         client = S3Client(configuration: configuration, retry: S3RetryPolicy(attempts: configuration.maxAttempts))
     }
 
     public var workerArgument: String? {
-        let c = client.configuration
-        return c.location + "?" + (c.provider != .s3 ? "provider=\(c.provider.rawValue)&" : "") + "path-style=\(c.pathStyle)"
+        client.configuration.workerURL(createOnly: .probe)
     }
 
     /// Every object under the prefix, as backfill entries: the key relative to the

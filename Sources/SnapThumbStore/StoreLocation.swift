@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SnapThumbConfig
 import SnapThumbCore
 
 /// A kind of store named by a URL scheme (`s3://`): the bucket store plugs in
@@ -21,15 +22,16 @@ public struct StoreOpenOptions: Sendable {
     /// A bucket that does not honour create-only writes is used anyway (see `S3Store.open`).
     public var allowUnconditionalWrites: Bool
     public var logger: Logger
-    /// The settings a bucket reads (`AWS_*`), resolved by the configuration layer.
-    public var environment: [String: String]
+    /// How a bucket is reached (`AWS_*` and the config file's `s3` section), as the
+    /// configuration layer resolved them.
+    public var cloud: CloudSettings
 
     public init(onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
-                logger: Logger = Logger(label: "snapthumb.store"), environment: [String: String] = [:]) {
+                logger: Logger = Logger(label: "snapthumb.store"), cloud: CloudSettings = CloudSettings()) {
         self.onConflict = onConflict
         self.allowUnconditionalWrites = allowUnconditionalWrites
         self.logger = logger
-        self.environment = environment
+        self.cloud = cloud
     }
 }
 

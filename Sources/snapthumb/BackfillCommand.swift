@@ -140,7 +140,8 @@ struct BackfillCommand: ParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         var summary: BackfillSummary
         try StoreArgument.validate(options.store)
-        let store = try StoreArgument.open(options.store, onConflict: pipeline.settings.onConflict,
+        let cloud = try StoreArgument.cloud(layers)
+        let store = try StoreArgument.open(options.store, cloud: cloud, onConflict: pipeline.settings.onConflict,
                                            allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "backfill")
@@ -157,7 +158,7 @@ struct BackfillCommand: ParsableCommand {
             var ignored = 0
             if S3Configuration.isS3URL(directory) {
                 let sources: S3Sources
-                do { sources = try S3Sources(url: directory, environment: ProcessEnvironment.values) } catch let error as SnapError {
+                do { sources = try S3Sources(url: directory, cloud: cloud) } catch let error as SnapError {
                     Console.failure(directory, code: error.code.rawValue, message: error.message)
                     throw ExitCode(2)
                 }

@@ -150,7 +150,9 @@ struct ConsumeCommand: AsyncParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         try logging.bootstrap(file: layers.file)
         let logger = Logger(label: "snapthumb.consume")
-        let environment = ProcessEnvironment.values
+        let cloud: CloudSettings
+        do { cloud = try CloudSettings.resolve(layers) } catch { throw startupFailure("the cloud settings", error) }
+        let environment = layers.environment
 
         // Start-up checks, in the order a person would fix them: the queue (and its
         // credentials), the bucket the uploads are read from, the store.
@@ -159,10 +161,10 @@ struct ConsumeCommand: AsyncParsableCommand {
         var decode: @Sendable (QueueMessage) -> [BucketEvent]? = { S3EventDecoder.decode($0.body) }
         do {
             if let subscription = try PubSubSubscription.parseURL(queueURL) {
-                (queue, deadLetters) = try await pubSubQueue(subscription, options: options, environment: environment, logger: logger)
+                (queue, deadLetters) = try await pubSubQueue(subscription, options: options, cloud: cloud, logger: logger)
                 decode = StorageEventDecoder.decode
             } else {
-                (queue, deadLetters) = try sqsQueue(options: options, environment: environment, logger: logger)
+                (queue, deadLetters) = try sqsQueue(options: options, cloud: cloud, logger: logger)
             }
         } catch let error as GoogleError {
             throw startupFailure("the queue", error.snapError)
@@ -172,7 +174,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         let sources: S3Sources
         let scope: SourceScope
         do {
-            sources = try S3Sources(url: options.source, environment: environment)
+            sources = try S3Sources(url: options.source, cloud: cloud)
             try sources.client.checkAccess()
             scope = SourceScope(bucket: sources.client.configuration.bucket, prefix: sources.client.configuration.prefix)
         } catch {
@@ -183,7 +185,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         do {
             store = try StoreLocation.open(options.store, schemes: StoreArgument.schemes,
                                            options: StoreOpenOptions(onConflict: pipeline.settings.onConflict, allowUnconditionalWrites: allowUnconditional,
-                                                                     logger: logger, environment: environment))
+                                                                     logger: logger, cloud: cloud))
             if let directory = store.directory, access(directory, W_OK) != 0 {
                 throw SnapError(.config, "\(directory): the store is not writable by this user")
             }
@@ -222,8 +224,8 @@ struct ConsumeCommand: AsyncParsableCommand {
 
     /// An SQS queue: its visibility timeout as the lease, its redrive policy's target (or
     /// --dead-letter-queue) for refusals.
-    private func sqsQueue(options: Resolved, environment: [String: String], logger: Logger) throws -> (any MessageQueue, (any DeadLetterSink)?) {
-        let client = SQSClient(configuration: try SQSConfiguration(queueURL: queueURL, environment: environment), logger: logger)
+    private func sqsQueue(options: Resolved, cloud: CloudSettings, logger: Logger) throws -> (any MessageQueue, (any DeadLetterSink)?) {
+        let client = SQSClient(configuration: try SQSConfiguration(queueURL: queueURL, cloud: cloud), logger: logger)
         let attributes = try client.attributes()
         guard let lease = options.visibilityTimeout ?? attributes["VisibilityTimeout"].flatMap(Double.init), lease >= 1 else {
             throw SnapError(.config, "\(queueURL): the queue has no VisibilityTimeout of at least 1 s; set one, or pass --visibility-timeout")
@@ -244,9 +246,9 @@ struct ConsumeCommand: AsyncParsableCommand {
     /// A Pub/Sub subscription (PUBSUB_EMULATOR_HOST, else Google's service with Application
     /// Default Credentials): its ack deadline as the lease (or --visibility-timeout), its
     /// dead-letter policy's topic (or --dead-letter-topic) for refusals.
-    private func pubSubQueue(_ subscription: PubSubSubscription, options: Resolved, environment: [String: String],
+    private func pubSubQueue(_ subscription: PubSubSubscription, options: Resolved, cloud: CloudSettings,
                              logger: Logger) async throws -> (any MessageQueue, (any DeadLetterSink)?) {
-        let client = try PubSubClient.fromEnvironment(environment, logger: logger)
+        let client = try PubSubClient.configured(cloud, logger: logger)
         let info = try await client.subscription(subscription)
         let lease = options.visibilityTimeout ?? Double(info.ackDeadlineSeconds)
         guard lease >= 1, lease <= Double(PubSubClient.maxAckDeadline) else {

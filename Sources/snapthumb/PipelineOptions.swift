@@ -244,15 +244,6 @@ struct PipelineOptions: ParsableArguments {
     }
 }
 
-/// true/false (also 1/0, yes/no, on/off), with a message that names the source.
-func parseSwitch(_ text: String, source: SettingSource) throws -> Bool {
-    switch text.lowercased() {
-    case "1", "true", "yes", "on": return true
-    case "0", "false", "no", "off": return false
-    default: throw SnapError(.config, "\(source) must be true or false (got '\(text)')")
-    }
-}
-
 /// Writes a line to stderr.
 func printError(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))

@@ -44,7 +44,7 @@ struct ProcessCommand: ParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         let storePath = try StoreOption.resolve(store, layers)
         try StoreArgument.validate(storePath)
-        let store = try StoreArgument.open(storePath, onConflict: pipeline.settings.onConflict,
+        let store = try StoreArgument.open(storePath, cloud: try StoreArgument.cloud(layers), onConflict: pipeline.settings.onConflict,
                                            allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: Console.logger)
         let interruption = Interruption()
         Signals.catchInterrupts(into: interruption, "process")

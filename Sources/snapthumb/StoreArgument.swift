@@ -53,7 +53,7 @@ enum StoreArgument {
     /// directory store; a directory that is not a store is a usage error (exit 2).
     static func openInventory(_ argument: String) throws -> any StoreInventory {
         if S3Configuration.isS3URL(argument) {
-            guard let bucket = try open(argument) as? S3Store else { throw ExitCode(2) }
+            guard let bucket = try open(argument, cloud: try cloud()) as? S3Store else { throw ExitCode(2) }
             return bucket
         }
         do { return try DirectoryInventory(root: argument) } catch let error as SnapError {
@@ -66,10 +66,10 @@ enum StoreArgument {
     /// claimed or written: a missing bucket or refused credentials exit 2.
     /// With `allowUnconditionalWrites` a bucket is not asked to prove that it
     /// honours create-only writes, and a warning says so on every start.
-    static func open(_ argument: String, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
+    static func open(_ argument: String, cloud: CloudSettings, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
                      logger: Logger = stderrLogger) throws -> any StoreBackend {
         do {
-            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, environment: ProcessEnvironment.values))
+            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, cloud: cloud))
             if allowUnconditionalWrites, store.directory == nil {
                 logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
                                metadata: ["snap.store": "\(store.location)"])
@@ -85,6 +85,21 @@ enum StoreArgument {
 }
 
 extension StoreArgument {
+    /// How buckets and queues are reached (`CloudSettings`), resolved from the layers of a
+    /// command with `--config`: an unusable value is a usage error (exit 2) naming its source.
+    static func cloud(_ layers: ConfigLayers) throws -> CloudSettings {
+        do { return try CloudSettings.resolve(layers) } catch let error as SnapError { throw ValidationError(error.message) }
+    }
+
+    /// The same for commands without `--config` (`verify`, `ls`, `get`, `gc`): the
+    /// environment and the file `SNAPTHUMB_CONFIG` names.
+    static func cloud() throws -> CloudSettings {
+        let environment = ProcessEnvironment.values
+        do {
+            return try cloud(ConfigLayers(flags: [:], environment: environment, file: ConfigLayers.loadFile(flag: nil, environment: environment)))
+        } catch let error as SnapError { throw ValidationError(error.message) }
+    }
+
     /// The store's create-only proof, before anything is claimed: a bucket that
     /// accepts an overwrite under the create-only header exits 2. One that cannot
     /// be reached now is not a verdict: the workers prove it before they publish.

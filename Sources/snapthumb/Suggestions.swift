@@ -47,7 +47,7 @@ enum Suggestions {
     /// Every SNAPTHUMB_* name SnapThumb reads: one per long flag of every subcommand (read from
     /// their help, so a new flag is known without another list), and the bucket settings.
     static var environmentNames: Set<String> {
-        var names: Set<String> = ["SNAPTHUMB_S3_PATH_STYLE", "SNAPTHUMB_S3_PROVIDER"]
+        var names = Set(CloudSettings.environmentNames.filter { $0.hasPrefix("SNAPTHUMB_") })
         for command in SnapThumb.configuration.subcommands {
             let help = SnapThumb.helpMessage(for: command, columns: 10_000)
             for match in help.matches(of: /--([a-z][a-z0-9-]*)/) {
@@ -66,7 +66,7 @@ enum Suggestions {
         "chroma", "modern", "modern-effort", "on-conflict", "fail-on", "max-bytes", "max-pixels", "max-pixels-full-decode",
         "payload-limit", "payload-reserve", "report", "progress-interval", "isolation", "shard", "worker-id", "create",
         "poll", "poll-interval", "settle", "drain-timeout", "image-timeout", "metrics-file", "metrics-interval",
-    ].map { "SNAPTHUMB_" + $0.uppercased().replacingOccurrences(of: "-", with: "_") }).union(["SNAPTHUMB_S3_PATH_STYLE", "SNAPTHUMB_S3_PROVIDER"])
+    ].map { "SNAPTHUMB_" + $0.uppercased().replacingOccurrences(of: "-", with: "_") }).union(CloudSettings.environmentNames.filter { $0.hasPrefix("SNAPTHUMB_") })
 
     /// A warning for each SNAPTHUMB_* variable that no setting reads (a typo is otherwise silently ignored).
     static func unknownEnvironment(_ environment: [String: String]) -> [String] {

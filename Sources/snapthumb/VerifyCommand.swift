@@ -26,7 +26,7 @@ struct VerifyCommand: ParsableCommand {
         let problems: [String], blobs: Int, manifests: Int
         var warnings: [String] = []
         if S3Configuration.isS3URL(store) {
-            guard let bucket = try StoreArgument.open(store) as? S3Store else { throw ExitCode(2) }
+            guard let bucket = try StoreArgument.open(store, cloud: try StoreArgument.cloud()) as? S3Store else { throw ExitCode(2) }
             let result: S3Verifier.Result
             do { result = try S3Verifier.verify(bucket) } catch let error as SnapError {
                 Console.failure(store, code: error.code.rawValue, message: error.message)

@@ -132,8 +132,9 @@ struct WatchCommand: AsyncParsableCommand {
         }
         let registry = WatchService.bootstrapMetrics()
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
-        let store = try StoreArgument.open(config.store, onConflict: pipeline.settings.onConflict,
-                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(try pipelineOptions.layers()), logger: logger)
+        let layers = try pipelineOptions.layers()
+        let store = try StoreArgument.open(config.store, cloud: try StoreArgument.cloud(layers), onConflict: pipeline.settings.onConflict,
+                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: logger)
         // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
         try StoreArgument.proveConditionalWrites(store, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,

@@ -48,11 +48,15 @@ struct WorkerCommand: ParsableCommand {
         let store: any StoreBackend
         let reader: any SourceReader
         do {
+            // The parent resolved the bucket's settings from its flags, environment and config
+            // file; what is not a secret rides on the store URL (`S3Configuration.workerURL`),
+            // the keys come from the environment inherited here.
+            let cloud = try CloudSettings.resolve(environment: ProcessEnvironment.values)
             pipeline = try Pipeline(settings: settings)
             store = try StoreLocation.open(self.store, schemes: StoreArgument.schemes,
                                           options: StoreOpenOptions(onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger,
-                                                                    environment: ProcessEnvironment.values))
-            reader = try sources.map { try S3Sources(url: $0, environment: ProcessEnvironment.values) } ?? LocalFiles()
+                                                                    cloud: cloud))
+            reader = try sources.map { try S3Sources(url: $0, cloud: cloud) } ?? LocalFiles()
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)

@@ -1,10 +1,11 @@
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbS3
 
-/// Where an SQS queue is and how to sign for it, from its URL and the `AWS_*` variables
-/// the AWS tools read.
+/// Where an SQS queue is and how to sign for it, from its URL and the `AWS_*` settings
+/// the AWS tools read (`CloudSettings`).
 public struct SQSConfiguration: Sendable, CustomStringConvertible {
     /// The queue's URL as SQS gives it (`https://sqs.<region>.amazonaws.com/<account>/<name>`).
     public let queueURL: String
@@ -19,11 +20,10 @@ public struct SQSConfiguration: Sendable, CustomStringConvertible {
     public var name: String { queueURL.split(separator: "/").last.map(String.init) ?? queueURL }
     public var description: String { "\(queueURL) (region \(region), endpoint \(endpoint.absoluteString))" }
 
-    /// - Parameter environment: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
-    ///   `AWS_ENDPOINT_URL_SQS` then `AWS_ENDPOINT_URL`, `AWS_REGION` then `AWS_DEFAULT_REGION`
-    ///   (an AWS queue URL's own region wins: a request signed for another region is refused).
-    public init(queueURL: String, environment: [String: String]) throws {
-        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+    /// - Parameter cloud: the keys, `sqsEndpoint` (`AWS_ENDPOINT_URL_SQS` then `AWS_ENDPOINT_URL`),
+    ///   `region` (`AWS_REGION` then `AWS_DEFAULT_REGION`; an AWS queue URL's own region wins: a
+    ///   request signed for another region is refused) and `maxAttempts`.
+    public init(queueURL: String, cloud: CloudSettings) throws {
         guard let parsed = URLComponents(string: queueURL), let scheme = parsed.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = parsed.host, !host.isEmpty,
               parsed.user == nil, parsed.password == nil, parsed.query == nil,
@@ -31,22 +31,19 @@ public struct SQSConfiguration: Sendable, CustomStringConvertible {
             throw SnapError(.config, "\"\(queueURL)\" is not a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/uploads")
         }
         self.queueURL = queueURL
-        guard let key = value("AWS_ACCESS_KEY_ID"), let secret = value("AWS_SECRET_ACCESS_KEY") else {
+        guard let key = cloud.accessKeyID?.value, let secret = cloud.secretAccessKey?.value else {
             throw SnapError(.config, "\(queueURL): no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)")
         }
-        credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: value("AWS_SESSION_TOKEN"))
-        if let text = value("AWS_MAX_ATTEMPTS") {
-            guard let n = Int(text), n >= 1 else { throw SnapError(.config, "AWS_MAX_ATTEMPTS=\(text): expected a whole number of at least 1") }
-            maxAttempts = n
-        }
+        credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: cloud.sessionToken?.value)
+        if let attempts = cloud.maxAttempts { maxAttempts = attempts }
         // sqs.<region>.amazonaws.com (or the legacy <region>.queue.amazonaws.com).
         let labels = host.lowercased().split(separator: ".").map(String.init)
         var urlRegion: String?
         if host.lowercased().hasSuffix(".amazonaws.com") || host.lowercased().hasSuffix(".amazonaws.com.cn"), labels.count >= 3 {
             urlRegion = labels[0] == "sqs" ? labels[1] : labels[1] == "queue" ? labels[0] : nil
         }
-        region = urlRegion ?? value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") ?? "us-east-1"
-        let endpointText = value("AWS_ENDPOINT_URL_SQS") ?? value("AWS_ENDPOINT_URL") ?? "\(scheme)://\(host)\(parsed.port.map { ":\($0)" } ?? "")"
+        region = urlRegion ?? cloud.region?.value ?? "us-east-1"
+        let endpointText = cloud.sqsEndpoint?.value ?? "\(scheme)://\(host)\(parsed.port.map { ":\($0)" } ?? "")"
         guard let e = URLComponents(string: endpointText), let eScheme = e.scheme?.lowercased(), eScheme == "http" || eScheme == "https",
               let eHost = e.host, !eHost.isEmpty, e.user == nil, e.password == nil else {
             throw SnapError(.config, "SQS endpoint \"\(endpointText)\" is not an http(s)://host[:port] URL")

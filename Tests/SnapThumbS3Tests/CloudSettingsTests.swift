@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+import SnapThumbConfig
+import SnapThumbCore
+import SnapThumbS3
+import SnapThumbQueue
+import SnapThumbTesting
+
+/// The bucket's and queue's settings go through the one configuration layer: the
+/// variables AWS users have, then the config file's `s3`/`sqs`/`google` sections, then
+/// the defaults; and a worker process reaches the bucket its parent resolved.
+@Suite("Cloud settings")
+struct CloudSettingsTests {
+    static let keys = ["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"]
+
+    static func file(_ json: String) throws -> ConfigFile {
+        let path = Repo.tempDirectory() + "/snapthumb.json"
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return try ConfigFile.load(path)
+    }
+
+    @Test("environment over file over default; the first variable set wins; an empty one counts as unset")
+    func precedence() throws {
+        let file = try Self.file(#"{"s3": {"region": "eu-west-3", "endpoint": "http://127.0.0.1:9", "maxAttempts": 2, "pathStyle": true, "provider": "gcs"}, "sqs": {"endpoint": "http://127.0.0.1:8"}}"#)
+        let fromFile = try CloudSettings.resolve(ConfigLayers(flags: [:], environment: Self.keys.merging(["AWS_REGION": ""]) { $1 }, file: file))
+        #expect(fromFile.region == ResolvedSetting("eu-west-3", from: .file(path: file.path, key: "s3.region")))
+        #expect(fromFile.maxAttempts == 2 && fromFile.s3PathStyle == true)
+        let c = try S3Configuration(url: "s3://thumbs/p", cloud: fromFile)
+        #expect(c.region == "eu-west-3" && c.endpoint.absoluteString == "http://127.0.0.1:9" && c.maxAttempts == 2 && c.pathStyle && c.provider == .gcs)
+        #expect(try SQSConfiguration(queueURL: "http://127.0.0.1:4566/1/q", cloud: fromFile).endpoint.absoluteString == "http://127.0.0.1:8")
+
+        let env = Self.keys.merging(["AWS_DEFAULT_REGION": "ap-south-1", "AWS_ENDPOINT_URL": "http://10.0.0.1:7", "AWS_MAX_ATTEMPTS": "4"]) { $1 }
+        let fromEnv = try CloudSettings.resolve(ConfigLayers(flags: [:], environment: env, file: file))
+        #expect(fromEnv.region == ResolvedSetting("ap-south-1", from: .environment("AWS_DEFAULT_REGION")))
+        #expect(fromEnv.maxAttempts == 4)
+        #expect(try S3Configuration(url: "s3://thumbs/p", cloud: fromEnv).endpoint.absoluteString == "http://10.0.0.1:7")
+        #expect(try SQSConfiguration(queueURL: "http://127.0.0.1:4566/1/q", cloud: fromEnv).endpoint.absoluteString == "http://10.0.0.1:7")
+        let both = try CloudSettings.resolve(environment: env.merging(["AWS_REGION": "us-west-2"]) { $1 })
+        #expect(both.region?.value == "us-west-2")
+
+        // The URL's own options win over everything.
+        #expect(try S3Configuration(url: "s3://thumbs/p?provider=s3&path-style=false", cloud: fromFile).provider == .s3)
+        // Nothing set: the AWS defaults.
+        let none = try S3Configuration(url: "s3://thumbs/p", cloud: CloudSettings.resolve(environment: Self.keys))
+        #expect(none.region == "us-east-1" && none.endpoint.absoluteString == "https://s3.us-east-1.amazonaws.com" && none.maxAttempts == 6)
+    }
+
+    @Test("a value that cannot be used names where it came from; keys are not read from a file")
+    func errorsNameTheirSource() throws {
+        let bad = #expect(throws: SnapError.self) { try CloudSettings.resolve(environment: ["AWS_MAX_ATTEMPTS": "0"]) }
+        #expect(bad?.message.contains("AWS_MAX_ATTEMPTS=0") == true, "\(bad?.message ?? "")")
+        let file = try Self.file(#"{"s3": {"pathStyle": "sometimes"}}"#)
+        let style = #expect(throws: SnapError.self) { try CloudSettings.resolve(ConfigLayers(flags: [:], environment: [:], file: file)) }
+        #expect(style?.message.contains("s3.pathStyle in \(file.path)") == true, "\(style?.message ?? "")")
+        let secret = #expect(throws: SnapError.self) { try Self.file(#"{"s3": {"secretAccessKey": "x"}}"#) }
+        #expect(secret?.message.contains("unknown setting s3.secretAccessKey") == true, "\(secret?.message ?? "")")
+        let provider = #expect(throws: SnapError.self) {
+            try S3Configuration(url: "s3://thumbs/", cloud: CloudSettings.resolve(environment: Self.keys.merging(["SNAPTHUMB_S3_PROVIDER": "azure"]) { $1 }))
+        }
+        #expect(provider?.message.contains("SNAPTHUMB_S3_PROVIDER=azure") == true, "\(provider?.message ?? "")")
+    }
+
+    @Test("the worker's store URL carries what is not a secret, and opens the same bucket from the keys alone")
+    func workerURL() throws {
+        let file = try Self.file(#"{"s3": {"region": "eu-north-1", "endpoint": "http://127.0.0.1:9000", "maxAttempts": 3}, "google": {"credentials": "/etc/key dir/k.json"}}"#)
+        let parent = try S3Configuration(url: "s3://thumbs/a", cloud: CloudSettings.resolve(ConfigLayers(flags: [:], environment: Self.keys, file: file)), pathStyle: true)
+        let url = parent.workerURL(createOnly: .proven)
+        #expect(!url.contains("secret") && !url.contains("AKID"), "\(url)")
+        let child = try S3Configuration(url: url, cloud: CloudSettings.resolve(environment: Self.keys))
+        #expect(child.region == "eu-north-1" && child.endpoint == parent.endpoint && child.maxAttempts == 3 && child.pathStyle)
+        #expect(child.createOnlyCheck == .proven && child.location == "s3://thumbs/a/")
+        #expect(child.cloud.googleCredentials?.value == "/etc/key dir/k.json")
+    }
+}
+
+/// The same through the program: `snapthumb config` and a backfill whose bucket endpoint
+/// is only in the config file, with worker processes that must reach it too.
+@Suite("Cloud settings, the program", .serialized, .enabled(if: Repo.motoAvailable))
+struct CloudSettingsCommandTests {
+    @Test("snapthumb config shows where each came from and never a secret")
+    func configShows() throws {
+        let path = Repo.tempDirectory() + "/c.json"
+        try Data(#"{"s3": {"endpoint": "http://127.0.0.1:9"}}"#.utf8).write(to: URL(fileURLWithPath: path))
+        let run = try CLI.run(["config", "--config", path, "--json"],
+                              environment: ["AWS_SECRET_ACCESS_KEY": "hush-hush", "AWS_ACCESS_KEY_ID": "AKID", "AWS_REGION": "eu-west-1",
+                                            "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": ""])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(!run.stdout.contains("hush-hush") && !run.stdout.contains("AKID"), "\(run.stdout)")
+        let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: [String: Any]]
+        #expect(object?["s3.endpoint"]?["value"] as? String == "http://127.0.0.1:9")
+        #expect(object?["s3.endpoint"]?["source"] as? String == "s3.endpoint in \(path)")
+        #expect(object?["s3.region"]?["source"] as? String == "AWS_REGION")
+        #expect(object?["aws.secretAccessKey"]?["value"] as? String == "(set)")
+    }
+
+    @Test("a bucket endpoint only in the config file: backfill's workers publish to it")
+    func endpointFromFile() throws {
+        let (moto, bucket) = try Moto.withBucket()
+        let dir = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir + "/in", withIntermediateDirectories: true)
+        for name in ["grey.jpg", "tiny.png"] {
+            try FileManager.default.copyItem(atPath: Repo.sample("snaps") + "/" + name, toPath: dir + "/in/" + name)
+        }
+        let config = dir + "/c.json"
+        try Data(#"{"s3": {"endpoint": "\#(moto.endpoint)", "region": "us-east-1", "maxAttempts": 2}}"#.utf8).write(to: URL(fileURLWithPath: config))
+        var env = moto.environment()
+        // Not in the environment: an endpoint there would win over the file.
+        env["AWS_ENDPOINT_URL_S3"] = ""
+        env["AWS_ENDPOINT_URL"] = ""
+        let run = try CLI.run(["backfill", dir + "/in", "--store", "s3://\(bucket)/t", "--jobs", "2", "--config", config], environment: env)
+        #expect(run.status == 0, "\(run.stderr)")
+        let keys = try moto.client(bucket: bucket).list(prefix: "t/manifests/").map(\.key).sorted()
+        #expect(keys == ["t/manifests/grey.jpg.json", "t/manifests/tiny.png.json"], "\(keys)")
+    }
+}
