@@ -115,14 +115,14 @@ public struct CloudSettings: Sendable, Equatable {
 
     /// The settings `snapthumb config` shows: secrets as `(set)`, never their value.
     public var shown: [(name: String, value: String, source: SettingSource)] {
-        func row(_ name: String, _ setting: ResolvedSetting?, secret: Bool = false) -> (String, String, SettingSource) {
-            guard let setting else { return (name, "(none)", .defaultValue) }
+        func row(_ name: String, _ setting: ResolvedSetting?, secret: Bool = false, default value: String = "(none)") -> (String, String, SettingSource) {
+            guard let setting else { return (name, value, .defaultValue) }
             return (name, secret ? "(set)" : setting.value, setting.source)
         }
         return [row("aws.accessKeyId", accessKeyID, secret: true), row("aws.secretAccessKey", secretAccessKey, secret: true),
-                row("aws.sessionToken", sessionToken, secret: true), row("s3.region", region), row("s3.endpoint", s3Endpoint),
-                row("sqs.endpoint", sqsEndpoint), row("s3.provider", s3Provider), row("s3.pathStyle", pathStyleSetting), row("s3.maxAttempts", attemptsSetting),
+                row("aws.sessionToken", sessionToken, secret: true), row("s3.region", region, default: "us-east-1"), row("s3.endpoint", s3Endpoint, default: "https://s3.<region>.amazonaws.com"),
+                row("sqs.endpoint", sqsEndpoint, default: "the queue URL's host"), row("s3.provider", s3Provider, default: "s3"), row("s3.pathStyle", pathStyleSetting, default: "auto"), row("s3.maxAttempts", attemptsSetting, default: "6"),
                 row("google.credentials", googleCredentials),
-                row("google.metadataHost", metadataHost), row("google.pubsubEmulatorHost", pubsubEmulatorHost)]
+                row("google.metadataHost", metadataHost, default: "metadata.google.internal"), row("google.pubsubEmulatorHost", pubsubEmulatorHost, default: "(none: Google's service)")]
     }
 }
