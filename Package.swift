@@ -60,6 +60,9 @@ let package = Package(
         // The system: POSIX files and processes, digests, RS256, sd_notify, and the
         // one lock-with-condition type (`Monitor`).
         .target(name: "SystemKit", dependencies: ["CSystemShim"]),
+        // The one HTTP client (URLSession, no cache, no cookies; blocking, cancellable or
+        // async) and retry policy, for the bucket store, SQS and Google alike.
+        .target(name: "HTTPKit"),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
         .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),
@@ -80,14 +83,14 @@ let package = Package(
         // over Foundation's URLSession (see README, "Storing in a bucket").
         .target(
             name: "SnapThumbS3",
-            dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbStore", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // Google Cloud: credentials found as Google's client libraries find them (a
         // service-account key's RS256 JWT, or the metadata server), Pub/Sub's REST API,
         // Cloud Storage's notifications.
         .target(
             name: "SnapThumbGoogle",
-            dependencies: ["SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The one configuration layer: flags > environment > config file > defaults,
         // for every subcommand; the log format.
@@ -140,6 +143,7 @@ let package = Package(
                 "SnapThumbConfig",
                 "SnapThumbS3",
                 "SnapThumbGoogle",
+                "HTTPKit",
                 "SnapThumbCore",
                 "SystemKit",
                 .product(name: "Logging", package: "swift-log"),
@@ -203,7 +207,7 @@ let package = Package(
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The watch daemon in-process (ServiceLifecycle's test kit) and as `snapthumb watch`.
         .testTarget(

@@ -60,7 +60,9 @@ for name, banned in forbidden.items():
 if "SnapThumbStore" not in targets:
     problem("general", "no store module (SnapThumbStore)")
 production = [n for n, t in targets.items() if t["type"] in ("regular", "executable") and n != "SnapThumbTesting"]
-for name in ("VipsKit", "SystemKit"):
+for name in ("VipsKit", "SystemKit", "HTTPKit"):
+    if name not in targets:
+        continue
     above = closure(name) - {"CSnapShim", "CSystemShim", "CVips", "CExif", "SystemKit"}
     if above:
         problem("general", f"{name} depends on {', '.join(sorted(above))} (the C layer knows nothing of ours above it)")
@@ -116,6 +118,10 @@ for p, s in text.items():
 readers = sorted(p for p, s in text.items() if re.search(r"ProcessInfo\.processInfo\.environment|\bgetenv\(|\benviron\b", s))
 if len(readers) > 2:
     problem("general", f"{len(readers)} production files read the environment (at most 2): {', '.join(readers)}")
+# One HTTP client: only HTTPKit makes URLSessions (the bucket store, SQS and Google send through it).
+for p, s in text.items():
+    if "/HTTPKit/" not in p and re.search(r"\bURLSession(Configuration)?\s*\(|\bURLSessionConfiguration\.\w+|\.dataTask\(", s):
+        problem("general", f"{p}: makes its own URLSession or data task (send through HTTPKit's HTTPTransport)")
 
 # 5. No public declaration outside @_spi names a fault type.
 for p, s in text.items():

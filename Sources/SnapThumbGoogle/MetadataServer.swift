@@ -1,4 +1,5 @@
 import Foundation
+import HTTPKit
 
 /// Tokens from the metadata server of a Google Cloud machine (Compute Engine, Cloud Run,
 /// GKE with Workload Identity): the default service account's token, asked for with

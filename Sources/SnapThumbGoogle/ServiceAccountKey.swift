@@ -1,4 +1,5 @@
 import Foundation
+import HTTPKit
 import SystemKit
 
 /// A service-account key file, as the Cloud console and `gcloud iam service-accounts keys

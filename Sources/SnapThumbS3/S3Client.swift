@@ -5,6 +5,7 @@ import FoundationNetworking
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
+import HTTPKit
 import Logging
 import SnapThumbCore
 import SnapThumbStore
@@ -27,35 +28,26 @@ public struct S3Response: Sendable {
     public let headers: [String: String]
     public let body: Data
 
+    public init(status: Int, headers: [String: String], body: Data) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    init(_ response: HTTPResponse) { self.init(status: response.status, headers: response.headers, body: response.body) }
+
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
     /// `<Error><Code>` of an S3 error document, if any.
     public var errorCode: String? { S3XML.firstValue(of: "Code", in: body) }
     var errorMessage: String? { S3XML.firstValue(of: "Message", in: body) }
 }
 
-/// How hard to retry: capped exponential backoff with full jitter (as the AWS SDKs do).
-public struct S3RetryPolicy: Sendable {
-    public var attempts: Int
-    public var base: Double
-    public var cap: Double
-    public var requestTimeout: Double
+/// How hard to retry: capped exponential backoff with full jitter (as the AWS SDKs do),
+/// the program's one `RetryPolicy`.
+public typealias S3RetryPolicy = RetryPolicy
 
-    public init(attempts: Int = 6, base: Double = 0.1, cap: Double = 5, requestTimeout: Double = 30) {
-        self.attempts = max(1, attempts)
-        self.base = base
-        self.cap = cap
-        self.requestTimeout = requestTimeout
-    }
-
-    /// The wait before retry number `retry` (1-based): uniform in [0, min(cap, base * 2^retry)].
-    public func delay(retry: Int) -> Double {
-        let ceiling = min(cap, base * pow(2, Double(min(retry, 30))))
-        return Double.random(in: 0 ... ceiling)
-    }
-}
-
-/// A small S3 client over Foundation's URLSession (libcurl underneath: connections
-/// kept alive and reused; several requests in flight from several threads). Calls
+/// A small S3 client over the program's `HTTPTransport` (URLSession, libcurl underneath:
+/// connections kept alive and reused; several requests in flight from several threads). Calls
 /// block the calling thread; every request is signed with Signature Version 4 (or carries
 /// the configuration's bearer token, `S3Configuration.bearer`) and retried on timeouts,
 /// refused or dropped connections, 5xx and 503 SlowDown.
@@ -63,7 +55,7 @@ public final class S3Client: Sendable {
     public let configuration: S3Configuration
     public let retry: S3RetryPolicy
     private let signer: SigV4Signer
-    private let session: URLSession
+    private let transport: HTTPTransport
     private let logger: Logger
     private let counter = RequestCounter()
 
@@ -73,18 +65,8 @@ public final class S3Client: Sendable {
         self.retry = retry
         self.logger = logger
         signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.httpMaximumConnectionsPerHost = maxConnections
-        sessionConfiguration.timeoutIntervalForRequest = retry.requestTimeout
-        sessionConfiguration.timeoutIntervalForResource = retry.requestTimeout * 2
-        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        sessionConfiguration.urlCache = nil
-        sessionConfiguration.httpCookieStorage = nil
-        sessionConfiguration.httpShouldSetCookies = false
-        session = URLSession(configuration: sessionConfiguration)
+        transport = HTTPTransport(timeout: retry.requestTimeout, resourceTimeout: retry.requestTimeout * 2, maxConnections: maxConnections)
     }
-
-    deinit { session.invalidateAndCancel() }
 
     /// Requests sent so far (each retry counts), for "requests per image".
     public var requestsSent: Int { counter.value }
@@ -243,16 +225,14 @@ public final class S3Client: Sendable {
             guard let url = URL(string: base + SigV4Signer.uriEncode(path, keepSlash: true) + (queryString.isEmpty ? "" : "?" + queryString)) else {
                 throw SnapError(.config, "\(configuration.location): cannot make a URL for \(key ?? "the bucket")")
             }
-            var request = URLRequest(url: url)
-            request.httpMethod = method
-            for (name, value) in signed where name.lowercased() != "host" { request.setValue(value, forHTTPHeaderField: name) }
-            request.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
-            if !body.isEmpty || method == "PUT" { request.httpBody = Data(body) }
+            let request = HTTPRequest(method: method, url: url,
+                                      headers: signed.filter { $0.0.lowercased() != "host" } + [("User-Agent", Self.userAgent)],
+                                      body: !body.isEmpty || method == "PUT" ? Data(body) : nil)
             counter.increment()
-            switch perform(request) {
+            switch transport.start(request).wait().map(S3Response.init) {
             case .failure(let error):
-                lastFailure = Self.describe(error)
-                guard Self.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
+                lastFailure = HTTPTransport.describe(error)
+                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
             case .success(let response):
                 // A body cut short (or padded) on the way is transient, like a dropped connection.
                 let damaged = method == "HEAD" ? nil : Self.lengthProblem(response)
@@ -304,49 +284,6 @@ public final class S3Client: Sendable {
         return "HTTP \(response.status) with a body of \(response.body.count) bytes where Content-Length said \(announced)"
     }
 
-    private func perform(_ request: URLRequest) -> Result<S3Response, Error> {
-        let box = ResultBox()
-        let task = session.dataTask(with: request) { data, response, error in
-            if let error {
-                box.set(.failure(error))
-            } else if let http = response as? HTTPURLResponse {
-                var headers: [String: String] = [:]
-                for (name, value) in http.allHeaderFields {
-                    if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-                }
-                box.set(.success(S3Response(status: http.statusCode, headers: headers, body: data ?? Data())))
-            } else {
-                box.set(.failure(URLError(.badServerResponse)))
-            }
-        }
-        task.resume()
-        return box.wait()
-    }
-
-    static func isRetryable(_ error: Error) -> Bool {
-        guard let error = error as? URLError else { return false }
-        switch error.code {
-        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
-             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
-             .secureConnectionFailed, .unknown:
-            return true
-        default:
-            return false
-        }
-    }
-
-    static func describe(_ error: Error) -> String {
-        if let error = error as? URLError {
-            switch error.code {
-            case .timedOut: return "timed out"
-            case .cannotConnectToHost: return "connection refused"
-            case .networkConnectionLost: return "connection lost"
-            default: return "network error \(error.code.rawValue)"
-            }
-        }
-        return "\(type(of: error))"
-    }
-
     /// Status, S3 error code and message; never the request's headers (which hold
     /// the key id) nor the body's echo of the string to sign.
     func describe(_ response: S3Response) -> String {
@@ -364,19 +301,6 @@ public final class S3Client: Sendable {
             text = text.replacingOccurrences(of: secret, with: "<redacted>")
         }
         return text
-    }
-}
-
-private final class ResultBox: Sendable {  // `result` is set before the semaphore signals, read after
-    private let semaphore = DispatchSemaphore(value: 0)
-    private let result = Mutex<Result<S3Response, Error>?>(nil)
-    func set(_ r: Result<S3Response, Error>) {
-        result.withLock { $0 = r }
-        semaphore.signal()
-    }
-    func wait() -> Result<S3Response, Error> {
-        semaphore.wait()
-        return result.withLock { $0! }
     }
 }
 

@@ -1,5 +1,6 @@
 @testable import SystemKit
 import Foundation
+import HTTPKit
 import Logging
 import Testing
 @testable import SnapThumbGoogle

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPKit
 import Logging
 import SnapThumbConfig
 import SnapThumbCore
@@ -12,14 +13,14 @@ import Synchronization
 
 /// A small SQS client: AWS's JSON protocol (`POST /`, `X-Amz-Target: AmazonSQS.<Action>`,
 /// `application/x-amz-json-1.0`), signed with the bucket's Signature Version 4 code
-/// (service `sqs`), over Foundation's URLSession. Calls block the calling thread and are
+/// (service `sqs`), over the program's `HTTPTransport`. Calls block the calling thread and are
 /// retried (capped exponential backoff with full jitter) on dropped connections, 5xx and
 /// throttling; a long poll can be cancelled.
 public final class SQSClient: Sendable {
     public let configuration: SQSConfiguration
     public let retry: S3RetryPolicy
     private let signer: SigV4Signer
-    private let session: URLSession
+    private let transport: HTTPTransport
     private let logger: Logger
 
     /// Seconds a long poll waits for a message (SQS's maximum).
@@ -30,19 +31,9 @@ public final class SQSClient: Sendable {
         self.retry = retry ?? S3RetryPolicy(attempts: configuration.maxAttempts)
         self.logger = logger
         signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region, service: "sqs")
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.httpMaximumConnectionsPerHost = 16
         // Long polls hold a request open for 20 s; each request sets its own timeout.
-        sessionConfiguration.timeoutIntervalForRequest = Self.longPoll + 20
-        sessionConfiguration.timeoutIntervalForResource = Self.longPoll + 40
-        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        sessionConfiguration.urlCache = nil
-        sessionConfiguration.httpCookieStorage = nil
-        sessionConfiguration.httpShouldSetCookies = false
-        session = URLSession(configuration: sessionConfiguration)
+        transport = HTTPTransport(timeout: Self.longPoll + 20, resourceTimeout: Self.longPoll + 40, maxConnections: 16)
     }
-
-    deinit { session.invalidateAndCancel() }
 
     /// The queue's attributes (`GetQueueAttributes`, all of them).
     public func attributes(of queueURL: String? = nil) throws -> [String: String] {
@@ -148,16 +139,14 @@ public final class SQSClient: Sendable {
             let headers: [(String, String)] = [("Host", host), ("Content-Type", "application/x-amz-json-1.0"),
                                                ("X-Amz-Target", "AmazonSQS.\(action)")]
             let signed = signer.sign(SigV4Signer.Request(method: "POST", path: "/", headers: headers, payloadHash: payloadHash), at: Date())
-            var request = URLRequest(url: url, timeoutInterval: timeout)
-            request.httpMethod = "POST"
-            for (name, value) in signed where name.lowercased() != "host" { request.setValue(value, forHTTPHeaderField: name) }
-            request.httpBody = Data(body)
-            switch perform(request, cancellation: cancellation) {
+            let request = HTTPRequest(method: "POST", url: url, headers: signed.filter { $0.0.lowercased() != "host" }, body: Data(body))
+            switch perform(request, timeout: timeout, cancellation: cancellation) {
             case .failure(let error):
                 if cancellation?.isCancelled == true { throw QueueCancelled() }
-                lastFailure = Self.describe(error)
-                guard Self.isRetryable(error) else { throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)") }
-            case .success(let (status, data)):
+                lastFailure = HTTPTransport.describe(error)
+                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)") }
+            case .success(let response):
+                let (status, data) = (response.status, response.body)
                 let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
                 if (200..<300).contains(status) { return object }
                 let code = Self.errorCode(object)
@@ -185,51 +174,12 @@ public final class SQSClient: Sendable {
         return type.split(separator: "#").last.map(String.init) ?? type
     }
 
-    private func perform(_ request: URLRequest, cancellation: ReceiveCancellation?) -> Result<(Int, Data), any Error> {
-        let box = AnswerBox()
-        let task = session.dataTask(with: request) { data, response, error in
-            if let error {
-                box.set(.failure(error))
-            } else if let http = response as? HTTPURLResponse {
-                box.set(.success((http.statusCode, data ?? Data())))
-            } else {
-                box.set(.failure(URLError(.badServerResponse)))
-            }
-        }
-        if let cancellation {
-            return cancellation.whileRegistered({ task.cancel() }) {
-                task.resume()
-                return box.wait()
-            }
-        }
-        task.resume()
-        return box.wait()
+    private func perform(_ request: HTTPRequest, timeout: Double, cancellation: ReceiveCancellation?) -> Result<HTTPResponse, any Error> {
+        let call = transport.start(request, timeout: timeout)
+        guard let cancellation else { return call.wait() }
+        return cancellation.whileRegistered({ call.cancel() }) { call.wait() }
     }
 
-    static func isRetryable(_ error: any Error) -> Bool {
-        guard let error = error as? URLError else { return false }
-        switch error.code {
-        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
-             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
-             .secureConnectionFailed, .unknown:
-            return true
-        default:
-            return false
-        }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? URLError {
-            switch error.code {
-            case .timedOut: return "timed out"
-            case .cannotConnectToHost: return "connection refused"
-            case .networkConnectionLost: return "connection lost"
-            case .cancelled: return "cancelled"
-            default: return "network error \(error.code.rawValue)"
-            }
-        }
-        return "\(type(of: error))"
-    }
 
     /// Removes anything of the credentials from text a server sent back.
     func redact(_ text: String) -> String {
@@ -249,19 +199,6 @@ public struct QueueCancelled: Error, Sendable {}
 
 extension SQSConfiguration {
     fileprivate func queueURL(for parameter: Any?) -> String { parameter as? String ?? queueURL }
-}
-
-private final class AnswerBox: Sendable {  // `result` is set before the semaphore signals, read after
-    private let semaphore = DispatchSemaphore(value: 0)
-    private let result = Mutex<Result<(Int, Data), any Error>?>(nil)
-    func set(_ r: Result<(Int, Data), any Error>) {
-        result.withLock { $0 = r }
-        semaphore.signal()
-    }
-    func wait() -> Result<(Int, Data), any Error> {
-        semaphore.wait()
-        return result.withLock { $0! }
-    }
 }
 
 /// An SQS queue as the consumer's ``MessageQueue``.

@@ -4,7 +4,7 @@ import Synchronization
 import FoundationNetworking
 #endif
 
-/// One request to a Google endpoint.
+/// One HTTP request (to a bucket, a queue, or a Google endpoint).
 public struct HTTPRequest: Sendable {
     public var method: String
     public var url: URL
@@ -34,17 +34,26 @@ public struct HTTPResponse: Sendable {
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
 
-/// Foundation's URLSession (libcurl underneath, as the bucket store uses), callable
-/// from threads (blocking) and from tasks (a cancelled task cancels its request).
-/// No retries here: callers decide what is safe to repeat.
+/// The one HTTP client of the program: Foundation's URLSession (libcurl underneath:
+/// connections kept alive and reused, several requests in flight from several threads),
+/// with no cache and no cookies. The bucket store, the SQS client and the Google clients
+/// all send through it; each decides what is safe to repeat (`RetryPolicy` says how long
+/// to wait, `isRetryable(_:)` which connection failures a later try may not meet).
+/// Callable from threads (blocking, optionally cancellable) and from tasks (a cancelled
+/// task cancels its request).
 public final class HTTPTransport: Sendable {
     private let session: URLSession
 
-    /// - Parameter timeout: seconds without a byte before a request fails as timed out.
-    public init(timeout: Double = 30, maxConnections: Int = 8) {
+    /// - Parameters:
+    ///   - timeout: seconds without a byte before a request fails as timed out (a request
+    ///     may set its own).
+    ///   - resourceTimeout: seconds a whole request may take, if limited.
+    ///   - maxConnections: connections kept per host.
+    public init(timeout: Double = 30, resourceTimeout: Double? = nil, maxConnections: Int = 8) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = maxConnections
         configuration.timeoutIntervalForRequest = timeout
+        if let resourceTimeout { configuration.timeoutIntervalForResource = resourceTimeout }
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
@@ -56,10 +65,16 @@ public final class HTTPTransport: Sendable {
 
     /// Sends the request and blocks the calling thread until the answer (or a `URLError`).
     public func sendBlocking(_ request: HTTPRequest, timeout: Double? = nil) throws -> HTTPResponse {
+        try start(request, timeout: timeout).wait().get()
+    }
+
+    /// Starts the request: `wait()` blocks for its answer, `cancel()` (from any thread)
+    /// ends it early with `URLError(.cancelled)`.
+    public func start(_ request: HTTPRequest, timeout: Double? = nil) -> HTTPCall {
         let box = Box()
         let task = makeTask(request, timeout: timeout) { box.set($0) }
         task.resume()
-        return try box.wait().get()
+        return HTTPCall(task: task, box: box)
     }
 
     /// Sends the request; cancelling the calling task cancels it (`CancellationError`).
@@ -115,7 +130,7 @@ public final class HTTPTransport: Sendable {
         }
     }
 
-    /// A few words for a connection failure (never the URL's query, which has no secrets anyway).
+    /// A few words for a connection failure (never the URL, nor anything of the request).
     public static func describe(_ error: any Error) -> String {
         if let error = error as? URLError {
             switch error.code {
@@ -123,12 +138,24 @@ public final class HTTPTransport: Sendable {
             case .cannotConnectToHost: return "connection refused"
             case .cannotFindHost, .dnsLookupFailed: return "host not found"
             case .networkConnectionLost: return "connection lost"
+            case .cancelled: return "cancelled"
             default: return "network error \(error.code.rawValue)"
             }
         }
         if error is CancellationError { return "cancelled" }
         return "\(type(of: error))"
     }
+}
+
+/// A request under way, from `HTTPTransport.start`.
+public struct HTTPCall: Sendable {
+    fileprivate let task: URLSessionDataTask
+    fileprivate let box: Box
+
+    /// Blocks until the answer, or the failure (`URLError(.cancelled)` after `cancel()`).
+    public func wait() -> Result<HTTPResponse, any Error> { box.wait() }
+
+    public func cancel() { task.cancel() }
 }
 
 /// The waiting half of a blocking send.
