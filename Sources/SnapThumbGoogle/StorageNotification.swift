@@ -32,16 +32,6 @@ public struct StorageUpload: Sendable, Equatable {
         let key = String(name.dropFirst(prefix.count))
         return key.isEmpty ? nil : key
     }
-
-    /// Nil when `bytes` are what the notification announced (size and MD5, where given);
-    /// otherwise a sentence saying what differs (another generation was read, or the read
-    /// was cut short or damaged).
-    public func mismatch<Bytes: ContiguousBytes>(in bytes: Bytes) -> String? {
-        let count = bytes.withUnsafeBytes { $0.count }
-        if let size, Int64(count) != size { return "\(location): read \(count) bytes, the notification says \(size)" }
-        if let md5, MD5.digest(bytes) != md5 { return "\(location): the bytes read do not have the MD5 the notification gives" }
-        return nil
-    }
 }
 
 /// What a Cloud Storage notification asks of a consumer.

@@ -40,11 +40,7 @@ import VipsKit
         #expect(upload.key(bucket: "flick-app.appspot.com", prefix: "") == "uploads/2026/a snap+1.jpg")
         #expect(upload.key(bucket: "flick-app.appspot.com", prefix: "other/") == nil)
         #expect(upload.key(bucket: "another-bucket", prefix: "uploads/") == nil)
-        #expect(upload.mismatch(in: Self.bytes) == nil)
-        #expect(upload.mismatch(in: Array(Self.bytes.dropLast()))?.contains("read 40 bytes, the notification says 41") == true)
-        var damaged = Self.bytes
-        damaged[3] ^= 0x20
-        #expect(upload.mismatch(in: damaged)?.contains("MD5") == true)
+        // Whether bytes read are these is the runner's check (SourceExpectation, WorkerLineTests).
     }
 
     @Test func withoutAPayloadTheAttributesSuffice() throws {
