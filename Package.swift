@@ -62,7 +62,8 @@ let package = Package(
         .target(name: "SystemKit", dependencies: ["CSystemShim"]),
         // The one HTTP client (URLSession, no cache, no cookies; blocking, cancellable or
         // async) and retry policy, for the bucket store, SQS and Google alike.
-        .target(name: "HTTPKit"),
+        .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "HTTPKit", dependencies: ["CHTTPShim"]),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
         .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),
@@ -199,7 +200,7 @@ let package = Package(
         // real Ceph RGW on 127.0.0.1; `consume` against moto's SQS and Google's Pub/Sub emulator.
         .testTarget(
             name: "SnapThumbS3Tests",
-            dependencies: ["SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore",
+            dependencies: ["SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "HTTPKit",
                            "SnapThumbRunner", "SnapThumbTesting", "SystemKit", "VipsKit"],
             exclude: ["Fixtures"]
         ),

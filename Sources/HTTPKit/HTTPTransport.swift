@@ -1,8 +1,6 @@
+import CHTTPShim
 import Foundation
 import Synchronization
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// One HTTP request (to a bucket, a queue, or a Google endpoint).
 public struct HTTPRequest: Sendable {
@@ -34,112 +32,104 @@ public struct HTTPResponse: Sendable {
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
 
-/// The one HTTP client of the program: Foundation's URLSession (libcurl underneath:
-/// connections kept alive and reused, several requests in flight from several threads),
-/// with no cache and no cookies. The bucket store, the SQS client and the Google clients
-/// all send through it; each decides what is safe to repeat (`RetryPolicy` says how long
-/// to wait, `isRetryable(_:)` which connection failures a later try may not meet).
-/// Callable from threads (blocking, optionally cancellable) and from tasks (a cancelled
-/// task cancels its request).
-public final class HTTPTransport: Sendable {
-    private let session: URLSession
+/// Why a request got no answer.
+public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case timedOut, connectionRefused, hostNotFound, connectionLost, cancelled, tls, certificate, badURL, other
+    }
+    public let kind: Kind
+    /// libcurl's words (never the URL).
+    public let detail: String
 
-    /// - Parameters:
-    ///   - timeout: seconds without a byte before a request fails as timed out (a request
-    ///     may set its own).
-    ///   - resourceTimeout: seconds a whole request may take, if limited.
-    ///   - maxConnections: connections kept per host.
-    public init(timeout: Double = 30, resourceTimeout: Double? = nil, maxConnections: Int = 8) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = maxConnections
-        configuration.timeoutIntervalForRequest = timeout
-        if let resourceTimeout { configuration.timeoutIntervalForResource = resourceTimeout }
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        session = URLSession(configuration: configuration)
+    public init(_ kind: Kind, _ detail: String = "") {
+        self.kind = kind
+        self.detail = detail
     }
 
-    deinit { session.invalidateAndCancel() }
+    public var description: String { HTTPTransport.describe(self) }
+}
 
-    /// Sends the request and blocks the calling thread until the answer (or a `URLError`).
+/// The one HTTP client of the program: libcurl's easy interface, one blocking transfer
+/// per call on the calling thread, waiting in poll(2), with connections, DNS answers and
+/// TLS sessions shared between calls (kept alive and reused; several requests in flight
+/// from several threads). No cache, no cookies, no redirects followed. (Foundation's
+/// URLSession was used before: on Linux it spun a core for as long as a request was open,
+/// a whole core per idle queue consumer during its 20 s long polls.)
+/// The bucket store, the SQS client and the Google clients all send through it; each
+/// decides what is safe to repeat (`RetryPolicy` says how long to wait,
+/// `isRetryable(_:)` which failures a later try may not meet). Callable from threads
+/// (blocking, cancellable from another thread) and from tasks (a cancelled task cancels
+/// its request).
+public final class HTTPTransport: Sendable {
+    private let client: CurlClient
+    private let timeout: Double
+    private let resourceTimeout: Double?
+
+    /// - Parameters:
+    ///   - timeout: seconds without a byte (or to connect) before a request fails as timed
+    ///     out (a request may set its own).
+    ///   - resourceTimeout: seconds a whole request may take, if limited.
+    ///   - maxConnections: connections kept open for reuse.
+    public init(timeout: Double = 30, resourceTimeout: Double? = nil, maxConnections: Int = 8) {
+        client = CurlClient(maxConnections: maxConnections)
+        self.timeout = timeout
+        self.resourceTimeout = resourceTimeout
+    }
+
+    /// Sends the request and blocks the calling thread until the answer (or an `HTTPError`).
     public func sendBlocking(_ request: HTTPRequest, timeout: Double? = nil) throws -> HTTPResponse {
         try start(request, timeout: timeout).wait().get()
     }
 
-    /// Starts the request: `wait()` blocks for its answer, `cancel()` (from any thread)
-    /// ends it early with `URLError(.cancelled)`.
+    /// The request, ready: `wait()` sends it on the calling thread and blocks for the answer;
+    /// `cancel()` (from any thread, before or during `wait()`) ends it with `HTTPError.Kind.cancelled`.
     public func start(_ request: HTTPRequest, timeout: Double? = nil) -> HTTPCall {
-        let box = Box()
-        let task = makeTask(request, timeout: timeout) { box.set($0) }
-        task.resume()
-        return HTTPCall(task: task, box: box)
+        HTTPCall(client: client, request: request, idleTimeout: timeout ?? self.timeout, totalTimeout: resourceTimeout)
     }
 
-    /// Sends the request; cancelling the calling task cancels it (`CancellationError`).
+    /// Sends the request on a thread of its own; cancelling the calling task cancels it
+    /// (`CancellationError`).
     public func send(_ request: HTTPRequest, timeout: Double? = nil) async throws -> HTTPResponse {
-        let holder = TaskHolder()
+        let call = start(request, timeout: timeout)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
-                let task = makeTask(request, timeout: timeout) { result in
-                    switch result {
+                let thread = Thread {
+                    switch call.wait() {
                     case .success(let response): continuation.resume(returning: response)
-                    case .failure(let error as URLError) where error.code == .cancelled: continuation.resume(throwing: CancellationError())
+                    case .failure(let error as HTTPError) where error.kind == .cancelled: continuation.resume(throwing: CancellationError())
                     case .failure(let error): continuation.resume(throwing: error)
                     }
                 }
-                holder.start(task)
+                thread.name = "snapthumb.http"
+                thread.start()
             }
         } onCancel: {
-            holder.cancel()
-        }
-    }
-
-    private func makeTask(_ request: HTTPRequest, timeout: Double?, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) -> URLSessionDataTask {
-        var urlRequest = URLRequest(url: request.url)
-        urlRequest.httpMethod = request.method
-        if let timeout { urlRequest.timeoutInterval = timeout }
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        urlRequest.httpBody = request.body
-        return session.dataTask(with: urlRequest) { data, response, error in
-            if let error {
-                completion(.failure(error))
-            } else if let http = response as? HTTPURLResponse {
-                var headers: [String: String] = [:]
-                for (name, value) in http.allHeaderFields {
-                    if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-                }
-                completion(.success(HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data())))
-            } else {
-                completion(.failure(URLError(.badServerResponse)))
-            }
+            call.cancel()
         }
     }
 
     /// Failures of the connection that a later try may not meet.
     public static func isRetryable(_ error: any Error) -> Bool {
-        guard let error = error as? URLError else { return false }
-        switch error.code {
-        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
-             .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse, .resourceUnavailable,
-             .secureConnectionFailed, .unknown:
-            return true
-        default:
-            return false
+        guard let error = error as? HTTPError else { return false }
+        switch error.kind {
+        case .timedOut, .connectionRefused, .hostNotFound, .connectionLost, .tls, .other: return true
+        case .cancelled, .certificate, .badURL: return false
         }
     }
 
     /// A few words for a connection failure (never the URL, nor anything of the request).
     public static func describe(_ error: any Error) -> String {
-        if let error = error as? URLError {
-            switch error.code {
+        if let error = error as? HTTPError {
+            switch error.kind {
             case .timedOut: return "timed out"
-            case .cannotConnectToHost: return "connection refused"
-            case .cannotFindHost, .dnsLookupFailed: return "host not found"
-            case .networkConnectionLost: return "connection lost"
+            case .connectionRefused: return "connection refused"
+            case .hostNotFound: return "host not found"
+            case .connectionLost: return "connection lost" + (error.detail.isEmpty ? "" : " (\(error.detail))")
             case .cancelled: return "cancelled"
-            default: return "network error \(error.code.rawValue)"
+            case .tls: return "TLS handshake failed" + (error.detail.isEmpty ? "" : " (\(error.detail))")
+            case .certificate: return "the server's certificate is not trusted" + (error.detail.isEmpty ? "" : " (\(error.detail))")
+            case .badURL: return "not a URL libcurl can send to"
+            case .other: return "network error" + (error.detail.isEmpty ? "" : " (\(error.detail))")
             }
         }
         if error is CancellationError { return "cancelled" }
@@ -147,53 +137,112 @@ public final class HTTPTransport: Sendable {
     }
 }
 
-/// A request under way, from `HTTPTransport.start`.
+/// A request ready to go, from `HTTPTransport.start`.
 public struct HTTPCall: Sendable {
-    fileprivate let task: URLSessionDataTask
-    fileprivate let box: Box
+    fileprivate let client: CurlClient
+    fileprivate let transfer = CurlTransfer()
+    fileprivate let request: HTTPRequest
+    fileprivate let idleTimeout: Double
+    fileprivate let totalTimeout: Double?
 
-    /// Blocks until the answer, or the failure (`URLError(.cancelled)` after `cancel()`).
-    public func wait() -> Result<HTTPResponse, any Error> { box.wait() }
+    /// Sends the request on the calling thread and blocks until the answer, or the failure
+    /// (`HTTPError`; `.cancelled` after `cancel()`).
+    public func wait() -> Result<HTTPResponse, any Error> {
+        transfer.perform(client, request, idleTimeout: idleTimeout, totalTimeout: totalTimeout)
+    }
 
-    public func cancel() { task.cancel() }
+    public func cancel() { transfer.cancel() }
 }
 
-/// The waiting half of a blocking send.
-private final class Box: Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
-    private let result = Mutex<Result<HTTPResponse, any Error>?>(nil)
-    func set(_ r: Result<HTTPResponse, any Error>) {
-        result.withLock { $0 = r }
-        semaphore.signal()
+/// The shared connection cache.
+private final class CurlClient: Sendable {
+    // @unchecked: libcurl's share object locks itself (the lock callbacks in http.c); the pointer never changes.
+    private struct Handle: @unchecked Sendable { let pointer: OpaquePointer }
+    private let handle: Handle
+
+    init(maxConnections: Int) {
+        guard let pointer = snap_http_client_new(maxConnections) else { fatalError("libcurl could not be initialised (out of memory)") }
+        handle = Handle(pointer: pointer)
     }
-    func wait() -> Result<HTTPResponse, any Error> {
-        semaphore.wait()
-        return result.withLock { $0! }
+
+    var pointer: OpaquePointer { handle.pointer }
+
+    deinit { snap_http_client_free(handle.pointer) }
+}
+
+/// One transfer: its cancel flag (an atomic in C) and its answer.
+private final class CurlTransfer: Sendable {
+    // @unchecked: one thread performs; `cancel` from others is an atomic store in C.
+    private struct Handle: @unchecked Sendable { let pointer: OpaquePointer }
+    private let handle: Handle
+    private let performing = Mutex(false)
+
+    init() {
+        guard let pointer = snap_http_transfer_new() else { fatalError("out of memory for an HTTP transfer") }
+        handle = Handle(pointer: pointer)
+    }
+
+    deinit { snap_http_transfer_free(handle.pointer) }
+
+    func cancel() { snap_http_transfer_cancel(handle.pointer) }
+
+    func perform(_ client: CurlClient, _ request: HTTPRequest, idleTimeout: Double, totalTimeout: Double?) -> Result<HTTPResponse, any Error> {
+        // A call is sent once: a second `wait()` on the same call would race its buffers.
+        let first = performing.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard first else { return .failure(HTTPError(.other, "this call was already sent")) }
+        let headerLines = request.headers.map { "\($0.0): \($0.1)" }
+        let payload = request.body.map { [UInt8]($0) } ?? []
+        var code: Int32 = 0
+        let kind: Int32 = withCStrings(headerLines) { lines in
+            payload.withUnsafeBufferPointer { bytes in
+                snap_http_perform(client.pointer, handle.pointer, request.method, request.url.absoluteString, lines, headerLines.count,
+                                  bytes.baseAddress, bytes.count, request.body == nil ? 0 : 1,
+                                  Int(max(1, (idleTimeout * 1000).rounded(.up))), Int(((totalTimeout ?? 0) * 1000).rounded(.up)), &code)
+            }
+        }
+        guard kind == Int32(SNAP_HTTP_OK) else {
+            return .failure(HTTPError(Self.kind(kind), String(cString: snap_http_error_text(code))))
+        }
+        var length = 0
+        let body = snap_http_body(handle.pointer, &length).map { Data(bytes: $0, count: length) } ?? Data()
+        let block = snap_http_headers(handle.pointer, &length).map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""
+        return .success(HTTPResponse(status: snap_http_status(handle.pointer), headers: Self.headers(block), body: body))
+    }
+
+    /// "Name: value" lines after the status line, names lower-cased; a repeated name's values joined with ", ".
+    static func headers(_ block: String) -> [String: String] {
+        var headers: [String: String] = [:]
+        for line in block.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }).dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+        }
+        return headers
+    }
+
+    static func kind(_ code: Int32) -> HTTPError.Kind {
+        switch Int(code) {
+        case Int(SNAP_HTTP_TIMED_OUT): return .timedOut
+        case Int(SNAP_HTTP_CONNECTION_REFUSED): return .connectionRefused
+        case Int(SNAP_HTTP_HOST_NOT_FOUND): return .hostNotFound
+        case Int(SNAP_HTTP_CONNECTION_LOST): return .connectionLost
+        case Int(SNAP_HTTP_CANCELLED): return .cancelled
+        case Int(SNAP_HTTP_TLS): return .tls
+        case Int(SNAP_HTTP_CERTIFICATE): return .certificate
+        case Int(SNAP_HTTP_BAD_URL): return .badURL
+        default: return .other
+        }
     }
 }
 
-/// The task of an async send, so that cancellation (which may come first) reaches it.
-private final class TaskHolder: Sendable {
-    private struct State {
-        var task: URLSessionDataTask?
-        var cancelled = false
-    }
-    private let state = Mutex(State())
-
-    func start(_ task: URLSessionDataTask) {
-        let cancelled = state.withLock { state in
-            state.task = task
-            return state.cancelled
-        }
-        task.resume()
-        if cancelled { task.cancel() }
-    }
-
-    func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.task
-        }
-        task?.cancel()
-    }
+/// Calls `body` with the strings as a C array of C strings, valid only during the call.
+private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    let pointers = copies.map { UnsafePointer($0) }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
 }

@@ -189,7 +189,7 @@ public final class PubSubClient: Sendable {
                 response = try await transport.send(request, timeout: timeout)
             } catch let error as CancellationError {
                 throw error
-            } catch let error as URLError where emptyOnTimeout && error.code == .timedOut {
+            } catch let error as HTTPError where emptyOnTimeout && error.kind == .timedOut {
                 throw PullTimedOut.timedOut
             } catch {
                 lastFailure = GoogleError(.unavailable, "\(endpoint): \(what): \(HTTPTransport.describe(error))")

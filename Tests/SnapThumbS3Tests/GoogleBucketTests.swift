@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import HTTPKit
 import Testing
 import SnapThumbStore
 import SystemKit
@@ -57,7 +58,7 @@ final class FakeGoogleBucket: @unchecked Sendable {
     }
 
     func stats() throws -> Stats {
-        try JSONDecoder().decode(Stats.self, from: Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/stats")!))
+        try JSONDecoder().decode(Stats.self, from: HTTPTransport().sendBlocking(HTTPRequest(method: "GET", url: URL(string: "http://127.0.0.1:\(port)/stats")!)).body)
     }
 
     func stop() {
