@@ -120,25 +120,7 @@ public struct SnapLogHandler: LogHandler {
     }
 
     /// A JSON string literal.
-    public static func quoted(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += String(format: "\\u%04X", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    public static func quoted(_ s: String) -> String { JSONText.quoted(s) }
 
     /// Writes a line and its newline to stderr in one call (lines of concurrent threads do not interleave).
     public static let standardError: @Sendable (String) -> Void = { line in

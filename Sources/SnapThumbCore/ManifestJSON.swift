@@ -132,6 +132,16 @@ public enum JSONText {
         }
         out.append(UInt8(ascii: "\""))
     }
+
+    /// A JSON string literal for a log line or a message: `appendString`'s, with DEL and the C1
+    /// controls escaped too, so that no text a file or a server supplied drives a terminal.
+    public static func quoted(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        appendString(text, to: &bytes)
+        let json = String(decoding: bytes, as: UTF8.self).unicodeScalars
+        guard json.contains(where: { (0x7F...0x9F).contains($0.value) }) else { return String(json) }
+        return String(String.UnicodeScalarView(json.flatMap { (0x7F...0x9F).contains($0.value) ? Array("\\u00\(String($0.value, radix: 16))".unicodeScalars) : [$0] }))
+    }
 }
 
 /// The recipe's JSON, made once per recipe by JSONEncoder (compact and pretty)

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbCore
 
 /// A validator for the subset of JSON Schema (draft 2020-12) that SnapThumb's schemas use.
 ///
@@ -679,22 +680,7 @@ extension JSONSchemaValidator {
         }
 
         /// A JSON string literal, for messages.
-        static func quoted(_ s: String) -> String {
-            var out = "\""
-            for scalar in s.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\t": out += "\\t"
-                case "\r": out += "\\r"
-                case _ where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value):
-                    out += String(format: "\\u%04x", scalar.value)
-                default: out.unicodeScalars.append(scalar)
-                }
-            }
-            return out + "\""
-        }
+        static func quoted(_ s: String) -> String { JSONText.quoted(s) }
 
         /// Prints integral doubles without a fraction, so limits read "minimum 1" rather than "1.0".
         static func number(_ d: Double) -> String {
