@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
+import SnapThumbTesting
 import SnapThumbStore
 import SystemKit
 @testable import SnapThumbCore
