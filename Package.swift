@@ -152,10 +152,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // Fault plans and helpers for tests; no production target depends on it.
+        // Fault plans and helpers for tests: fixtures, the CLI runner, the S3 servers the
+        // bucket tests share (moto, Ceph RGW, the fault proxy); no production target depends on it.
         .target(
             name: "SnapThumbTesting",
-            dependencies: ["SnapThumbRunner", "SnapThumbVerify", "SnapThumbStore", "SnapThumbCore", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbRunner", "SnapThumbVerify", "SnapThumbS3", "SnapThumbConfig", "HTTPKit", "SnapThumbStore", "SnapThumbCore", "VipsKit", "SystemKit"]
         ),
         .executableTarget(
             name: "snapthumb",
@@ -178,8 +179,8 @@ let package = Package(
             ]
         ),
         // ---- Tests: one target per library module, each through its module's API
-        // (fixtures in SnapThumbTesting); only the CLI's links the executable, and the
-        // tests that run `snapthumb` find it beside their test bundle.
+        // (fixtures in SnapThumbTesting); only the CLI's links the executable and runs it
+        // (Scripts/check-shape.py checks both).
         .testTarget(
             name: "SnapThumbCoreTests",
             dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "VipsKit", "SystemKit"]
@@ -197,7 +198,7 @@ let package = Package(
             dependencies: ["SnapThumbVerify", "SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
         // The signer against AWS's vectors; the bucket store against moto's S3 server and a
-        // real Ceph RGW on 127.0.0.1; `consume` against moto's SQS and Google's Pub/Sub emulator.
+        // real Ceph RGW on 127.0.0.1; `consume`'s queue source and bucket events.
         .testTarget(
             name: "SnapThumbS3Tests",
             dependencies: ["SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "HTTPKit",
@@ -210,20 +211,22 @@ let package = Package(
             name: "SnapThumbGoogleTests",
             dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
-        // The watch daemon in-process (ServiceLifecycle's test kit) and as `snapthumb watch`.
+        // The watch daemon's configuration, backoff and liveness.
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["SnapThumbWatch", "SnapThumbRunner", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SnapThumbVerify",
-                           "SnapThumbTesting", "SystemKit", "VipsKit",
-                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
-                           .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbWatch", "SnapThumbRunner", "SnapThumbConfig", "SystemKit", "VipsKit"]
         ),
         // The command line end to end: the one test target that links the executable
-        // (the dependency makes `swift test` build it).
+        // (the dependency makes `swift test` build it) and runs it: `snapthumb` against moto,
+        // Ceph RGW, SQS and the Pub/Sub emulator (Bucket/, Queue/), `snapthumb watch` as a
+        // daemon and the watch service with worker processes (Watch/).
         .testTarget(
             name: "SnapThumbCLITests",
             dependencies: ["snapthumb", "SnapThumbBench", "SnapThumbRunner", "SnapThumbVerify", "SnapThumbStore", "SnapThumbConfig",
-                           "SnapThumbCore", "SnapThumbTesting", "SystemKit", "VipsKit"]
+                           "SnapThumbCore", "SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbWatch", "SnapThumbTesting",
+                           "SystemKit", "VipsKit",
+                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
     ]
 )

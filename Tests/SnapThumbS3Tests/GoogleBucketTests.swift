@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import HTTPKit
 import Testing
+import SnapThumbTesting
 import SnapThumbStore
 import SystemKit
 @testable import SnapThumbCore

@@ -3,6 +3,7 @@
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbS3
 import VipsKit

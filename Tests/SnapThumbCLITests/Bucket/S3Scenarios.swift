@@ -3,6 +3,7 @@
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbS3
 
@@ -27,20 +28,20 @@ enum S3Scenarios {
         let store = "s3://\(bucket)/\(c)"
         let client = try server.client(bucket: bucket)
 
-        let fresh = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
+        let fresh = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
         #expect(fresh.status == 0 && fresh.stderr.contains("6 processed"), "\(server.name): \(fresh.stderr)")
         let objects = try client.list(prefix: "\(c)/")
         #expect(objects.filter { $0.key.hasPrefix("\(c)/manifests/") }.count == 6)
         let freshPuts = proxy.stats.putCount
         #expect(freshPuts <= objects.count + 2, "\(server.name): \(freshPuts) PUTs for \(objects.count) objects: \(proxy.stats.puts.filter { $0.value > 1 })")
 
-        let rerun = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
+        let rerun = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
         #expect(rerun.status == 0 && rerun.stderr.contains("6 skipped"), "\(server.name): \(rerun.stderr)")
         #expect(proxy.stats.putCount == freshPuts, "\(server.name): a rerun wrote")
 
         // A new recipe re-derives every key: its manifest is replaced (If-Match on the version read).
         let before = try #require(try manifest(server, bucket, c, "u0/grey.jpg"))
-        let rederive = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2", "--budget", "3000"], environment: env)
+        let rederive = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2", "--budget", "3000"], environment: env)
         #expect(rederive.status == 0 && rederive.stderr.contains("6 processed"), "\(server.name): \(rederive.stderr)")
         #expect(!rederive.stderr.contains("kept changing") && !rederive.stderr.contains("refuses"))
         let after = try #require(try manifest(server, bucket, c, "u0/grey.jpg"))
@@ -51,20 +52,20 @@ enum S3Scenarios {
         let other = Repo.tempDirectory()
         defer { try? FileManager.default.removeItem(atPath: other) }
         try FileManager.default.copyItem(atPath: "\(samples)/grey.jpg", toPath: "\(other)/k.jpg")
-        #expect(try CLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env).status == 0)
+        #expect(try CloudCLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env).status == 0)
         let first = try #require(try manifest(server, bucket, c, "k.jpg"))
         try FileManager.default.removeItem(atPath: "\(other)/k.jpg")
         try FileManager.default.copyItem(atPath: "\(samples)/phone-portrait.jpg", toPath: "\(other)/k.jpg")
-        let conflict = try CLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env)
+        let conflict = try CloudCLI.run(["process", "\(other)/k.jpg", "--store", store], environment: env)
         #expect(conflict.status == 1 && conflict.stderr.contains(": conflict: "), "\(server.name): \(conflict.stderr)")
         #expect(try manifest(server, bucket, c, "k.jpg") == first)
-        let replace = try CLI.run(["process", "\(other)/k.jpg", "--store", store, "--on-conflict", "replace"], environment: env)
+        let replace = try CloudCLI.run(["process", "\(other)/k.jpg", "--store", store, "--on-conflict", "replace"], environment: env)
         #expect(replace.status == 0 && replace.stderr.contains("replaced: k.jpg"), "\(server.name): \(replace.stderr)")
         let replaced = try #require(try manifest(server, bucket, c, "k.jpg"))
         #expect(replaced.source.digest != first.source.digest)
         #expect(try Manifest.decode(Data(replace.stdout.utf8)) == replaced)
 
-        let verify = try CLI.run(["verify", store], environment: env)
+        let verify = try CloudCLI.run(["verify", store], environment: env)
         #expect(verify.status == 0, "\(server.name): \(verify.stdout)\(verify.stderr)")
         #expect(verify.stderr.contains("7 manifests: ok"), "\(verify.stderr)")
 

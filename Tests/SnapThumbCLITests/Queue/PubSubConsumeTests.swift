@@ -7,6 +7,7 @@ import Glibc
 import Foundation
 import Synchronization
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbS3
@@ -231,7 +232,7 @@ struct PubSubConsumeTests {
         let log = a.log + b.log
         #expect(log.contains("other/outside.jpg is outside --source"))
         #expect(log.contains("OBJECT_DELETE for gs://\(uploads)/in/snap 0.jpg: only OBJECT_FINALIZE makes thumbnails"))
-        let verify = try CLI.run(["verify", store], environment: moto.environment())
+        let verify = try CloudCLI.run(["verify", store], environment: moto.environment())
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
@@ -288,13 +289,13 @@ struct PubSubConsumeTests {
         let (moto, uploads) = try Moto.withBucket()
         let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
         let dir = NSTemporaryDirectory() + "snapthumb-pubsub-\(UUID().uuidString)"
-        let missing = try CLI.run(["consume", "gcppubsub://projects/proj-none/subscriptions/nothing-here", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
+        let missing = try CloudCLI.run(["consume", "gcppubsub://projects/proj-none/subscriptions/nothing-here", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("consume: the queue: "), "\(missing.stderr)")
         #expect(missing.stderr.contains("NOT_FOUND"), "\(missing.stderr)")
-        let badURL = try CLI.run(["consume", "gcppubsub://projects/proj-x/topics/uploads", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
+        let badURL = try CloudCLI.run(["consume", "gcppubsub://projects/proj-x/topics/uploads", "--source", "s3://\(uploads)/", "--store", dir], environment: env)
         #expect(badURL.status == 2, "\(badURL.stderr)")
-        let badTopic = try CLI.run(["consume", "gcppubsub://projects/proj-x/subscriptions/snaps", "--source", "s3://\(uploads)/", "--store", dir,
+        let badTopic = try CloudCLI.run(["consume", "gcppubsub://projects/proj-x/subscriptions/snaps", "--source", "s3://\(uploads)/", "--store", dir,
                                     "--dead-letter-topic", "snap-dead-letters"], environment: env)
         #expect(badTopic.status != 0)
         #expect(badTopic.stderr.contains("projects/PROJECT/topics/NAME"), "\(badTopic.stderr)")

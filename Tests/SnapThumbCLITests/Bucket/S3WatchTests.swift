@@ -6,6 +6,7 @@ import Glibc
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbS3
 
@@ -37,7 +38,7 @@ struct S3WatchTests {
 
         func start(store: String, environment: [String: String], log: String) throws -> Process {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: Repo.binary)
+            process.executableURL = URL(fileURLWithPath: CLI.binary)
             process.arguments = ["watch", root + "/up", "--store", store, "--settle", "200ms", "--jobs", "2", "--worker-id", "w1",
                                  "--lease-timeout", "2s", "--log-level", "info"]
             var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SNAPTHUMB_") && !$0.key.hasPrefix("AWS_") }
@@ -98,7 +99,7 @@ struct S3WatchTests {
         let puts = manifestPuts()
         #expect(puts.count == count, "\(puts)")
         #expect(puts.values.allSatisfy { $0 == 1 }, "a manifest was written twice: \(puts.filter { $0.value != 1 })")
-        let verify = try CLI.run(["verify", store], environment: server.environment())
+        let verify = try CloudCLI.run(["verify", store], environment: server.environment())
         #expect(verify.status == 0, "\(verify.stdout)")
         #expect(verify.stderr.contains("\(count) manifests: ok"))
     }

@@ -3,6 +3,7 @@
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbS3
@@ -99,7 +100,7 @@ struct DeployFilesTests {
         let lines = try Self.commandLines()
 
         for line in lines where line.arguments.first == "version" {
-            let result = try CLI.run(try Self.substitute(line.arguments, values), environment: env)
+            let result = try CloudCLI.run(try Self.substitute(line.arguments, values), environment: env)
             #expect(result.status == 0, "\(line): \(result.stderr)")
         }
 
@@ -110,7 +111,7 @@ struct DeployFilesTests {
         for line in backfills {
             for index in 0..<4 {
                 values["JOB_COMPLETION_INDEX"] = "\(index)"
-                let result = try CLI.run(try Self.substitute(line.arguments, values), environment: env)
+                let result = try CloudCLI.run(try Self.substitute(line.arguments, values), environment: env)
                 #expect(result.status == 0, "\(line) [index \(index)]: \(result.stderr)")
                 for event in result.stderr.split(separator: "\n") where event.contains("\"backfill finished\"") {
                     let object = try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any]
@@ -148,7 +149,7 @@ struct DeployFilesTests {
             // No emulator: a queue that cannot be reached is a start-up failure (exit 2) after every argument was accepted.
             values["SUBSCRIPTION_URL"] = "gcppubsub://projects/proj-x/subscriptions/snapthumb"
             values["DEAD_LETTER_TOPIC"] = "projects/proj-x/topics/snapthumb-dead-letters"
-            let result = try CLI.run(try Self.substitute(line.arguments, values),
+            let result = try CloudCLI.run(try Self.substitute(line.arguments, values),
                                      environment: moto.environment().merging(["PUBSUB_EMULATOR_HOST": "127.0.0.1:9"]) { $1 })
             #expect(result.status == 2 && result.stderr.contains("consume: the queue: "), "\(result.stderr)")
             return
@@ -167,7 +168,7 @@ struct DeployFilesTests {
             messages.append(PubSubConsumeTests.notification(bucket: uploads, name: "snaps/" + key, bytes: bytes, generation: Int64(100 + i)))
         }
         // Published once by a backfill; the notifications then make repeats.
-        let backfill = try CLI.run(["backfill", "s3://\(uploads)/snaps/", "--store", "s3://\(thumbs)/v1"], environment: moto.environment())
+        let backfill = try CloudCLI.run(["backfill", "s3://\(uploads)/snaps/", "--store", "s3://\(thumbs)/v1"], environment: moto.environment())
         #expect(backfill.status == 0, "\(backfill.stderr)")
         let topic = project.topic
         let sent = messages

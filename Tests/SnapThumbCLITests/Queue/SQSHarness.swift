@@ -6,6 +6,7 @@ import Glibc
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbQueue
 @testable import SnapThumbS3
@@ -88,7 +89,7 @@ final class Daemon: @unchecked Sendable {
         for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
                      "AWS_ENDPOINT_URL_SQS", "AWS_PROFILE", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] { inherited[name] = nil }
         process.environment = inherited.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: Repo.binary)
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: logPath)

@@ -2,11 +2,12 @@
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 
 /// The shipped systemd unit (dist/systemd/snapthumb-watch@.service) and its install script.
 @Suite("systemd unit", .serialized)
 struct SystemdUnitTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let root = Fixtures.root
     static var unit: String { root + "/dist/systemd/snapthumb-watch@.service" }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {

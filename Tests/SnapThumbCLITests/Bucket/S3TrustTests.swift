@@ -6,6 +6,7 @@ import Glibc
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbS3
 import VipsKit
@@ -17,6 +18,12 @@ import VipsKit
 @Suite("S3 trust", .serialized, .enabled(if: Repo.motoAvailable))
 struct S3TrustTests {
     static let samples = Repo.sample("snaps")
+
+    /// One sample through the pipeline (as SnapThumbS3Tests' S3StoreTests makes them).
+    static func upload(_ sample: String, key: String? = nil) throws -> ProcessedUpload {
+        let bytes = [UInt8](FileManager.default.contents(atPath: Repo.sample(sample))!)
+        return try Pipeline(settings: Settings()).process(SourceBuffer(bytes), key: key ?? (sample as NSString).lastPathComponent)
+    }
 
     @Test("the shared checks against moto: first write, rerun, re-derive, conflict, replace, verify; PUTs once; User-Agent")
     func publishCycle() throws {
@@ -34,32 +41,32 @@ struct S3TrustTests {
         defer { for p in [tree, up] { try? FileManager.default.removeItem(atPath: p) } }
         let client = try moto.client(bucket: bucket)
 
-        let process = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u"], environment: env)
+        let process = try CloudCLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u"], environment: env)
         #expect(process.status == 2, "\(process.stderr)")
         #expect(process.stderr.contains("does not honour conditional writes") && process.stderr.contains("If-None-Match: *"), "\(process.stderr)")
         #expect(process.stderr.contains(proxy.endpoint), "\(process.stderr)")
         #expect(process.stdout.isEmpty)
-        let backfill = try CLI.run(["backfill", tree, "--store", "s3://\(bucket)/u", "--jobs", "2"], environment: env)
+        let backfill = try CloudCLI.run(["backfill", tree, "--store", "s3://\(bucket)/u", "--jobs", "2"], environment: env)
         #expect(backfill.status == 2 && backfill.stderr.contains("conditional writes"), "\(backfill.stderr)")
         try FileManager.default.createDirectory(atPath: up + "/incoming", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: "\(Self.samples)/grey.jpg", toPath: up + "/incoming/a.jpg")
-        let watch = try CLI.run(["watch", up, "--store", "s3://\(bucket)/u"], environment: env)
+        let watch = try CloudCLI.run(["watch", up, "--store", "s3://\(bucket)/u"], environment: env)
         #expect(watch.status == 2 && watch.stderr.contains("conditional writes"), "\(watch.stderr)")
         #expect(FileManager.default.fileExists(atPath: up + "/incoming/a.jpg"))
         #expect(try client.list(prefix: "u/manifests/").isEmpty)
         #expect(proxy.stats.overwrites_accepted > 0)
 
         // The operator's opt-in: flag, environment or config file; a warning on every start.
-        let flagged = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u", "--allow-unconditional-writes"], environment: env)
+        let flagged = try CloudCLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u", "--allow-unconditional-writes"], environment: env)
         #expect(flagged.status == 0, "\(flagged.stderr)")
         #expect(flagged.stderr.contains("conditional writes are not checked"), "\(flagged.stderr)")
         var optedIn = env
         optedIn["SNAPTHUMB_ALLOW_UNCONDITIONAL_WRITES"] = "true"
-        let fromEnvironment = try CLI.run(["backfill", tree, "--store", "s3://\(bucket)/u", "--jobs", "2"], environment: optedIn)
+        let fromEnvironment = try CloudCLI.run(["backfill", tree, "--store", "s3://\(bucket)/u", "--jobs", "2"], environment: optedIn)
         #expect(fromEnvironment.status == 0 && fromEnvironment.stderr.contains("conditional writes are not checked"), "\(fromEnvironment.stderr)")
         let config = up + "/config.json"
         try Data(#"{"store": {"allowUnconditionalWrites": true}}"#.utf8).write(to: URL(fileURLWithPath: config))
-        let fromFile = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u", "--config", config], environment: env)
+        let fromFile = try CloudCLI.run(["process", "\(Self.samples)/grey.jpg", "--store", "s3://\(bucket)/u", "--config", config], environment: env)
         #expect(fromFile.status == 0 && fromFile.stderr.contains("conditional writes are not checked"), "\(fromFile.stderr)")
     }
 
@@ -76,8 +83,8 @@ struct S3TrustTests {
         try again.proveConditionalWrites()
         #expect(again.client.requestsSent == 1) // refused at once
         #expect(again.workerArgument.contains("create-only=proven"))
-        try again.commit(try S3StoreTests.upload("snaps/grey.jpg"))
-        let verify = try CLI.run(["verify", "s3://\(bucket)/"], environment: moto.environment())
+        try again.commit(try Self.upload("snaps/grey.jpg"))
+        let verify = try CloudCLI.run(["verify", "s3://\(bucket)/"], environment: moto.environment())
         #expect(verify.status == 0 && !verify.stderr.contains("orphan"), "\(verify.stdout)\(verify.stderr)")
     }
 
@@ -88,7 +95,7 @@ struct S3TrustTests {
         let other = Repo.tempDirectory()
         defer { for p in [tree, other] { try? FileManager.default.removeItem(atPath: p) } }
         let store = "s3://\(bucket)/e"
-        #expect(try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment()).status == 0)
+        #expect(try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment()).status == 0)
         let client = try moto.client(bucket: bucket)
         func published() throws -> [String: Data] {
             var all: [String: Data] = [:]
@@ -103,12 +110,12 @@ struct S3TrustTests {
         try FileManager.default.copyItem(atPath: "\(Self.samples)/phone-portrait.jpg", toPath: "\(other)/grey.jpg")
         try FileManager.default.createDirectory(atPath: "\(other)/u0", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: "\(Self.samples)/phone-portrait.jpg", toPath: "\(other)/u0/grey.jpg")
-        let process = try CLI.run(["process", "\(other)/grey.jpg", "--store", store], environment: env)
+        let process = try CloudCLI.run(["process", "\(other)/grey.jpg", "--store", store], environment: env)
         #expect(process.status == 0, "no manifest under grey.jpg yet: \(process.stderr)")
-        let conflict = try CLI.run(["backfill", other, "--store", store, "--jobs", "1"], environment: env)
+        let conflict = try CloudCLI.run(["backfill", other, "--store", store, "--jobs", "1"], environment: env)
         #expect(conflict.status == 1 && conflict.stderr.contains("cannot be read"), "\(conflict.stderr)")
         // A resumed backfill behind the same cache: nothing re-processed over what is published.
-        let resumed = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
+        let resumed = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: env)
         #expect(resumed.status == 1 && resumed.stderr.contains("conflict=6"), "\(resumed.stderr)")
         #expect(proxy.stats.emptied > 0)
         var after = try published()
@@ -122,17 +129,17 @@ struct S3TrustTests {
         let tree = try S3CommandLineTests.uploadsTree()
         defer { try? FileManager.default.removeItem(atPath: tree) }
         let store = "s3://\(bucket)/g"
-        #expect(try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment()).status == 0)
+        #expect(try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment()).status == 0)
 
         let blobs = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/blobs/", "--garble-rate", "0.5"])
-        let verify = try CLI.run(["verify", store], environment: moto.environment(endpoint: blobs.endpoint))
+        let verify = try CloudCLI.run(["verify", store], environment: moto.environment(endpoint: blobs.endpoint))
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(blobs.stats.garbled >= 2, "\(blobs.stats)")
 
         let manifests = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/manifests/", "--garble-rate", "0.5", "--garble-mode", "cut"])
-        let rerun = try CLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment(endpoint: manifests.endpoint))
+        let rerun = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment(endpoint: manifests.endpoint))
         #expect(rerun.status == 0 && rerun.stderr.contains("6 skipped"), "\(rerun.stderr)")
-        let checked = try CLI.run(["verify", store], environment: moto.environment(endpoint: manifests.endpoint))
+        let checked = try CloudCLI.run(["verify", store], environment: moto.environment(endpoint: manifests.endpoint))
         #expect(checked.status == 0, "\(checked.stdout)\(checked.stderr)")
         #expect(manifests.stats.garbled >= 2, "\(manifests.stats)")
         #expect(manifests.stats.putCount == 0)
@@ -142,12 +149,12 @@ struct S3TrustTests {
     func refusesReplacement() throws {
         let (moto, bucket) = try Moto.withBucket()
         let store = "s3://\(bucket)/r"
-        #expect(try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store], environment: moto.environment()).status == 0)
+        #expect(try CloudCLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store], environment: moto.environment()).status == 0)
         let client = try moto.client(bucket: bucket)
         let published = try #require(try client.get("r/manifests/grey.jpg.json")).body
         let proxy = try FaultProxy(upstreamPort: moto.port, misbehaviour: ["--refuse-if-match"])
         let env = moto.environment(endpoint: proxy.endpoint)
-        let rederive = try CLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store, "--budget", "3000"], environment: env)
+        let rederive = try CloudCLI.run(["process", "\(Self.samples)/grey.jpg", "--store", store, "--budget", "3000"], environment: env)
         #expect(rederive.status == 1, "\(rederive.stderr)")
         #expect(rederive.stderr.contains("refuses to replace") && rederive.stderr.contains("quoted and unquoted"), "\(rederive.stderr)")
         #expect(!rederive.stderr.contains("kept changing"))
@@ -176,7 +183,7 @@ struct S3TrustTests {
         let copies = Repo.tempDirectory()
         defer { try? FileManager.default.removeItem(atPath: copies) }
         for i in 0 ..< 8 { try FileManager.default.copyItem(atPath: "\(Self.samples)/grey.jpg", toPath: "\(copies)/c\(i).jpg") }
-        let one = try CLI.run(["backfill", copies, "--store", "s3://\(bucket)/b", "--jobs", "1"], environment: env)
+        let one = try CloudCLI.run(["backfill", copies, "--store", "s3://\(bucket)/b", "--jobs", "1"], environment: env)
         #expect(one.status == 0, "\(one.stderr)")
         let objects = try client.list(prefix: "b/").count
         #expect(objects == 8 + 3 + 1)
@@ -187,7 +194,7 @@ struct S3TrustTests {
         defer { try? FileManager.default.removeItem(atPath: more) }
         for i in 0 ..< 6 { try FileManager.default.copyItem(atPath: "\(Self.samples)/grey.jpg", toPath: "\(more)/m\(i).jpg") }
         let start = proxy.stats.putCount
-        let two = try CLI.run(["backfill", more, "--store", "s3://\(bucket)/b", "--jobs", "2"], environment: env)
+        let two = try CloudCLI.run(["backfill", more, "--store", "s3://\(bucket)/b", "--jobs", "2"], environment: env)
         #expect(two.status == 0, "\(two.stderr)")
         let blobPuts = proxy.stats.puts.filter { $0.key.contains("/blobs/") }.values.reduce(0, +)
         #expect(proxy.stats.putCount - start == 6 + 1, "\(proxy.stats.puts)") // six manifests and the probe, refused
