@@ -189,6 +189,13 @@ let package = Package(
             name: "SnapThumbStoreTests",
             dependencies: ["SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
+        // The runner tests' worker program: the runner's worker loop over a directory store,
+        // from the runner's public API (so that those tests need not run `snapthumb`).
+        .executableTarget(
+            name: "runner-test-worker",
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbCore", "SystemKit"],
+            path: "Tests/RunnerTestWorker"
+        ),
         .testTarget(
             name: "SnapThumbRunnerTests",
             dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]

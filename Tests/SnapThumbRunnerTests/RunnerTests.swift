@@ -95,8 +95,13 @@ struct RunnerTests {
         return (dir, entries)
     }
 
+    /// `runner-test-worker` (Tests/RunnerTestWorker), built beside this test bundle.
+    static var workerProgram: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("runner-test-worker").path
+    }
+
     static func pool(store: String, jobs: Int, window: Int, deadline: Double? = nil, loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults()) -> ProcessPool {
-        ProcessPool(launch: .process(executable: CLI.binary, arguments: ["worker", "--store", store, "--settings-json", "{}"]), jobs: jobs, window: window,
+        ProcessPool(launch: .process(executable: workerProgram, arguments: ["--store", store]), jobs: jobs, window: window,
                     deadline: deadline, loneCrashRetries: loneCrashRetries, faults: faults)
     }
 
