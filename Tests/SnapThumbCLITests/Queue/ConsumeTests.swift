@@ -207,6 +207,33 @@ struct ConsumeTests {
         #expect(text.contains("snapthumb_consume_uploads_published_total 4"), "\(text)")
     }
 
+    /// CPU seconds (user + system) a process has used so far, from /proc/PID/stat.
+    static func cpuSeconds(_ pid: Int32) throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command name (which may hold spaces) start after its ')'.
+        let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+        return Double(Int(fields[11])! + Int(fields[12])!) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    @Test("an idle consumer waits in its long polls without using the CPU (URLSession on Linux spun a core while a request was open)")
+    func idleLongPollsCostNoCPU() throws {
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let (queue, _) = try moto.makeQueue(uniqueName("idle"), visibility: 30)
+        let consumer = try Self.consume(moto, queue: queue, source: "s3://\(uploads)/in/", store: "s3://\(thumbs)/v1")
+        defer { _ = consumer.terminate(within: 10) }
+        let pid = consumer.process.processIdentifier
+        #expect(eventually(within: 30) { consumer.log.contains("\"msg\":\"consuming\"") }, "\(consumer.log)")
+        // Several seconds of nothing to do: one long poll held open by the queue all along.
+        let (cpu0, wall0) = (try Self.cpuSeconds(pid), Date())
+        Thread.sleep(forTimeInterval: 6)
+        let (cpu, wall) = (try Self.cpuSeconds(pid) - cpu0, Date().timeIntervalSince(wall0))
+        #expect(consumer.process.isRunning)
+        // The spinning client used a whole core here (≈ wall); waiting in poll(2) uses almost none.
+        #expect(cpu < 0.25 * wall, "the idle consumer used \(cpu) s of CPU in \(wall) s")
+        #expect(consumer.terminate(within: 30) == 0, "\(consumer.log)")
+    }
+
     @Test("start-up checks exit 2 with a sentence: refused signature, no such queue, no such bucket, no credentials, no --source")
     func startupChecks() throws {
         let (moto, uploads) = try Moto.withBucket()
