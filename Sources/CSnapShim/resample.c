@@ -9,6 +9,9 @@
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang fp contract(off)
@@ -290,6 +293,26 @@ snap_square_region_body(const unsigned char *rgb, int region_width, int region_h
 		for (int x = 0; x < side; x++) {
 			for (int k = 0; k < xf[side + x]; k++) src[k] = colsT + (size_t) (xf[x] - c0 + k) * BLOCK * 3;
 			snap_accumulate_fresh(acc, n, src, xw + (size_t) x * xt, xf[side + x]);
+#if defined(__SSE2__)
+			/* A whole block: its 48 values rounded as snap_round rounds (cvtps is
+			 * cvtss four at a time, the same mode) and clamped to 0…255 by the two
+			 * saturating packs (an out-of-range or NaN value converts to INT_MIN, 0
+			 * either way): the same bytes as the loop below, without a branch each. */
+			if (rows == BLOCK) {
+				unsigned char bytes[BLOCK * 3];
+				for (int i = 0; i < BLOCK * 3; i += 16) {
+					__m128i q0 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i));
+					__m128i q1 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 4));
+					__m128i q2 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 8));
+					__m128i q3 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 12));
+					_mm_storeu_si128((__m128i *) (bytes + i),
+					                 _mm_packus_epi16(_mm_packs_epi32(q0, q1), _mm_packs_epi32(q2, q3)));
+				}
+				for (int y = 0; y < BLOCK; y++)
+					memcpy(out + ((size_t) (y0 + y) * side + x) * 3, bytes + y * 3, 3);
+				continue;
+			}
+#endif
 			for (int y = 0; y < rows; y++) {
 				unsigned char *dst = out + ((size_t) (y0 + y) * side + x) * 3;
 				for (int ch = 0; ch < 3; ch++) {
