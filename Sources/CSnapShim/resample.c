@@ -389,9 +389,9 @@ snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int
  * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns,
  * |2y − left − right| and |2y − up − down|, the pairs with |Δy| ≤ 1, and Δy²,
  * with y = (77R + 150G + 29B) >> 8. */
-void
-snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
-                 long *flat, long *squares)
+static inline __attribute__((always_inline)) void
+snap_pixel_steps_body(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                      long *flat, long *squares)
 {
 	*luma = *chroma = *second = *flat = *squares = 0;
 	if (side < 1)
@@ -435,4 +435,25 @@ snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, l
 	}
 	free(y);
 	*luma = steps; *chroma = csteps; *second = curv; *flat = level; *squares = square;
+}
+
+/* The same integer sums compiled for AVX2 too (sixteen shorts a vector), chosen
+ * where the processor has it: integers, so the same counts. */
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static void
+snap_pixel_steps_avx2(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                      long *flat, long *squares)
+{
+	snap_pixel_steps_body(rgb, side, luma, chroma, second, flat, squares);
+}
+#endif
+
+void
+snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                 long *flat, long *squares)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_cpu_has_avx2()) { snap_pixel_steps_avx2(rgb, side, luma, chroma, second, flat, squares); return; }
+#endif
+	snap_pixel_steps_body(rgb, side, luma, chroma, second, flat, squares);
 }
