@@ -10,6 +10,11 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+/* The transform and the quantiser are also compiled for AVX2 (below); no fused
+ * multiply-add in either build, so every float is the same. */
+#pragma STDC FP_CONTRACT OFF
+#pragma clang fp contract(off)
+
 struct snap_jpeg_error {
 	struct jpeg_error_mgr pub;
 	jmp_buf jump;
@@ -164,7 +169,7 @@ snap_aan_pass(float d[8][8], float o[8][8])
 
 /* The 8×8 DCT of `block` (natural order) into 64 zigzag floats, scaled by
  * 8 · s(u) · s(v) (snap_aan_descale undoes it). */
-static void
+static inline __attribute__((always_inline)) void
 snap_dct_block(float block[8][8], float *out)
 {
 	float columns[8][8], transposed[8][8], both[8][8];
@@ -191,8 +196,8 @@ snap_jpeg_plan_free(snap_jpeg_plan *p)
 	free(p);
 }
 
-int
-snap_jpeg_plan_new(const unsigned char *rgb, int width, int height, int subsample, snap_jpeg_plan **out)
+static inline __attribute__((always_inline)) int
+snap_jpeg_plan_new_body(const unsigned char *rgb, int width, int height, int subsample, snap_jpeg_plan **out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, snap_dct_init);
@@ -298,6 +303,27 @@ snap_jpeg_plan_new(const unsigned char *rgb, int width, int height, int subsampl
 	return 0;
 }
 
+/* The colour conversion and the DCTs in an AVX2 build too where the processor has
+ * it (the eight lanes of each AAN pass eight floats a vector): the same operations
+ * on every value, so the same coefficients. */
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static int
+snap_jpeg_plan_new_avx2(const unsigned char *rgb, int width, int height, int subsample, snap_jpeg_plan **out)
+{
+	return snap_jpeg_plan_new_body(rgb, width, height, subsample, out);
+}
+#endif
+
+int
+snap_jpeg_plan_new(const unsigned char *rgb, int width, int height, int subsample, snap_jpeg_plan **out)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_cpu_has_avx2())
+		return snap_jpeg_plan_new_avx2(rgb, width, height, subsample, out);
+#endif
+	return snap_jpeg_plan_new_body(rgb, width, height, subsample, out);
+}
+
 /* The quantisation table at `quality`: the Robidoux table scaled as libjpeg scales
  * (jpeg_add_quant_table with force_baseline), natural order. */
 static void
@@ -334,8 +360,8 @@ snap_nonzero_mask(const short q[64])
 #endif
 }
 
-static void
-snap_plan_quantise(snap_jpeg_plan *p, int quality)
+static inline __attribute__((always_inline)) void
+snap_plan_quantise_body(snap_jpeg_plan *p, int quality)
 {
 	unsigned int table[64];
 	snap_plan_table(quality, table);
@@ -356,6 +382,25 @@ snap_plan_quantise(snap_jpeg_plan *p, int quality)
 		}
 		p->nonzero[b] = snap_nonzero_mask(q);
 	}
+}
+
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static void
+snap_plan_quantise_avx2(snap_jpeg_plan *p, int quality)
+{
+	snap_plan_quantise_body(p, quality);
+}
+#endif
+
+/* Each try's quantisation, in AVX2 where the processor has it (the same products,
+ * roundings and clamps lane by lane). */
+static void
+snap_plan_quantise(snap_jpeg_plan *p, int quality)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_cpu_has_avx2()) { snap_plan_quantise_avx2(p, quality); return; }
+#endif
+	snap_plan_quantise_body(p, quality);
 }
 
 static inline int

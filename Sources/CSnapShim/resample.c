@@ -9,6 +9,9 @@
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang fp contract(off)
@@ -91,14 +94,27 @@ snap_fold_edges(int n, int len, int taps, int *first, int *count, float *w)
 
 /* acc[i] += w[0]·src[0][i] + … in that order, four taps per pass over acc (the
  * same additions in the same order as one tap at a time, a quarter of the loads
- * and stores of acc). */
+ * and stores of acc). `fresh`: acc holds nothing yet, and the first pass starts
+ * from 0.0f instead of reading it: the same +0.0f the caller used to store there
+ * first (a memset of every row, 1 % of a snap's instructions), so the same sums. */
 static inline __attribute__((always_inline)) void
-snap_accumulate_body(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+snap_accumulate_body(float *restrict acc, size_t n, const float *const *src, const float *w, int taps, int fresh)
 {
 	int k = 0;
 	for (; k + 4 <= taps; k += 4) {
 		const float *s0 = src[k], *s1 = src[k + 1], *s2 = src[k + 2], *s3 = src[k + 3];
 		float w0 = w[k], w1 = w[k + 1], w2 = w[k + 2], w3 = w[k + 3];
+		if (fresh && k == 0) {
+			for (size_t i = 0; i < n; i++) {
+				float a = 0.0f;
+				a += w0 * s0[i];
+				a += w1 * s1[i];
+				a += w2 * s2[i];
+				a += w3 * s3[i];
+				acc[i] = a;
+			}
+			continue;
+		}
 		for (size_t i = 0; i < n; i++) {
 			float a = acc[i];
 			a += w0 * s0[i];
@@ -111,8 +127,14 @@ snap_accumulate_body(float *restrict acc, size_t n, const float *const *src, con
 	for (; k < taps; k++) {
 		const float *s0 = src[k];
 		float w0 = w[k];
+		if (fresh && k == 0) {
+			for (size_t i = 0; i < n; i++) acc[i] = 0.0f + w0 * s0[i];
+			continue;
+		}
 		for (size_t i = 0; i < n; i++) acc[i] += w0 * s0[i];
 	}
+	if (fresh && taps <= 0)
+		for (size_t i = 0; i < n; i++) acc[i] = 0.0f;
 }
 
 /* The same loops compiled for AVX2 too (eight floats a vector instead of four; no
@@ -120,19 +142,20 @@ snap_accumulate_body(float *restrict acc, size_t n, const float *const *src, con
  * output is the same sum in the same order, so the pixels are the same. */
 #if defined(__x86_64__) && defined(__clang__)
 __attribute__((target("avx2"))) static void
-snap_accumulate_avx2(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+snap_accumulate_fresh_avx2(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
 {
-	snap_accumulate_body(acc, n, src, w, taps);
+	snap_accumulate_body(acc, n, src, w, taps, 1);
 }
 #endif
 
+/* The sums into an acc that holds nothing yet (see `fresh` above). */
 static void
-snap_accumulate(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
+snap_accumulate_fresh(float *restrict acc, size_t n, const float *const *src, const float *w, int taps)
 {
 #if defined(__x86_64__) && defined(__clang__)
-	if (snap_cpu_has_avx2()) { snap_accumulate_avx2(acc, n, src, w, taps); return; }
+	if (snap_cpu_has_avx2()) { snap_accumulate_fresh_avx2(acc, n, src, w, taps); return; }
 #endif
-	snap_accumulate_body(acc, n, src, w, taps);
+	snap_accumulate_body(acc, n, src, w, taps, 1);
 }
 
 /* Weights of the last few axes this thread resampled: snaps mostly share one
@@ -145,11 +168,12 @@ snap_accumulate(float *restrict acc, size_t n, const float *const *src, const fl
 #define SNAP_CACHE_WEIGHTS 4096
 struct snap_axis_cache {
 	int len, shortside, side, taps;
+	unsigned long used;   /* when it last served (a per-thread clock): the least recent is replaced */
 	int first[2 * SNAP_CACHE_SIDE];
 	float w[SNAP_CACHE_WEIGHTS];
 };
 static __thread struct snap_axis_cache snap_axes[SNAP_CACHE_AXES];
-static __thread int snap_axes_next;
+static __thread unsigned long snap_axes_clock;
 
 /* The folded weights of one axis: from the cache, or computed (and cached when
  * they fit). *w is malloc'd. */
@@ -159,6 +183,7 @@ snap_axis(int side, int len, int shortside, double scale, double offset, int *fi
 	for (int i = 0; i < SNAP_CACHE_AXES; i++) {
 		struct snap_axis_cache *c = &snap_axes[i];
 		if (c->taps > 0 && c->len == len && c->shortside == shortside && c->side == side) {
+			c->used = ++snap_axes_clock;
 			*w = malloc(sizeof(float) * (size_t) side * c->taps);
 			if (!*w) return -1;
 			memcpy(first, c->first, sizeof(int) * side * 2);
@@ -171,8 +196,14 @@ snap_axis(int side, int len, int shortside, double scale, double offset, int *fi
 	    snap_fold_edges(side, len, *taps, first, first + side, *w))
 		return -1;
 	if (side <= SNAP_CACHE_SIDE && side * *taps <= SNAP_CACHE_WEIGHTS) {
-		struct snap_axis_cache *c = &snap_axes[snap_axes_next];
-		snap_axes_next = (snap_axes_next + 1) % SNAP_CACHE_AXES;
+		/* The least recently used entry (an empty one first): replacing in turn let
+		 * one odd-sized snap (a crop of 998×1330) evict both axes of the common size,
+		 * and the next common snap computed them again (a miss on two thirds of the
+		 * corpus's snaps). */
+		struct snap_axis_cache *c = &snap_axes[0];
+		for (int i = 1; i < SNAP_CACHE_AXES; i++)
+			if (snap_axes[i].used < c->used) c = &snap_axes[i];
+		c->used = ++snap_axes_clock;
 		memcpy(c->first, first, sizeof(int) * side * 2);
 		memcpy(c->w, *w, sizeof(float) * (size_t) side * *taps);
 		c->len = len; c->shortside = shortside; c->side = side; c->taps = *taps;
@@ -248,8 +279,7 @@ snap_square_region_body(const unsigned char *rgb, int region_width, int region_h
 				for (size_t i = 0; i < span; i++) dst[i] = (float) in[i];
 			}
 			for (int k = 0; k < count; k++) src[k] = ring + (size_t) ((first + k - r0) % yt) * span;
-			for (size_t i = 0; i < span; i++) row[i] = 0;
-			snap_accumulate(row, span, src, yw + (size_t) y * yt, count);
+			snap_accumulate_fresh(row, span, src, yw + (size_t) y * yt, count);
 			/* Turned: each input column's rows of this block side by side. */
 			for (int c = 0; c < ncols; c++) {
 				float *dst = colsT + ((size_t) c * BLOCK + (size_t) (y - y0)) * 3;
@@ -262,8 +292,27 @@ snap_square_region_body(const unsigned char *rgb, int region_width, int region_h
 		size_t n = (size_t) rows * 3;
 		for (int x = 0; x < side; x++) {
 			for (int k = 0; k < xf[side + x]; k++) src[k] = colsT + (size_t) (xf[x] - c0 + k) * BLOCK * 3;
-			for (size_t i = 0; i < n; i++) acc[i] = 0;
-			snap_accumulate(acc, n, src, xw + (size_t) x * xt, xf[side + x]);
+			snap_accumulate_fresh(acc, n, src, xw + (size_t) x * xt, xf[side + x]);
+#if defined(__SSE2__)
+			/* A whole block: its 48 values rounded as snap_round rounds (cvtps is
+			 * cvtss four at a time, the same mode) and clamped to 0…255 by the two
+			 * saturating packs (an out-of-range or NaN value converts to INT_MIN, 0
+			 * either way): the same bytes as the loop below, without a branch each. */
+			if (rows == BLOCK) {
+				unsigned char bytes[BLOCK * 3];
+				for (int i = 0; i < BLOCK * 3; i += 16) {
+					__m128i q0 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i));
+					__m128i q1 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 4));
+					__m128i q2 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 8));
+					__m128i q3 = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 12));
+					_mm_storeu_si128((__m128i *) (bytes + i),
+					                 _mm_packus_epi16(_mm_packs_epi32(q0, q1), _mm_packs_epi32(q2, q3)));
+				}
+				for (int y = 0; y < BLOCK; y++)
+					memcpy(out + ((size_t) (y0 + y) * side + x) * 3, bytes + y * 3, 3);
+				continue;
+			}
+#endif
 			for (int y = 0; y < rows; y++) {
 				unsigned char *dst = out + ((size_t) (y0 + y) * side + x) * 3;
 				for (int ch = 0; ch < 3; ch++) {
@@ -340,9 +389,9 @@ snap_orient_rgb(const unsigned char *rgb, int width, int height, int rotate, int
  * size prediction: |Δy| and |Δ(B−Y)| + |Δ(R−Y)| over rows and columns,
  * |2y − left − right| and |2y − up − down|, the pairs with |Δy| ≤ 1, and Δy²,
  * with y = (77R + 150G + 29B) >> 8. */
-void
-snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
-                 long *flat, long *squares)
+static inline __attribute__((always_inline)) void
+snap_pixel_steps_body(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                      long *flat, long *squares)
 {
 	*luma = *chroma = *second = *flat = *squares = 0;
 	if (side < 1)
@@ -386,4 +435,25 @@ snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, l
 	}
 	free(y);
 	*luma = steps; *chroma = csteps; *second = curv; *flat = level; *squares = square;
+}
+
+/* The same integer sums compiled for AVX2 too (sixteen shorts a vector), chosen
+ * where the processor has it: integers, so the same counts. */
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2"))) static void
+snap_pixel_steps_avx2(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                      long *flat, long *squares)
+{
+	snap_pixel_steps_body(rgb, side, luma, chroma, second, flat, squares);
+}
+#endif
+
+void
+snap_pixel_steps(const unsigned char *rgb, int side, long *luma, long *chroma, long *second,
+                 long *flat, long *squares)
+{
+#if defined(__x86_64__) && defined(__clang__)
+	if (snap_cpu_has_avx2()) { snap_pixel_steps_avx2(rgb, side, luma, chroma, second, flat, squares); return; }
+#endif
+	snap_pixel_steps_body(rgb, side, luma, chroma, second, flat, squares);
 }

@@ -77,12 +77,18 @@ public enum OKLabQuantizer {
         var pl = [Double](repeating: 0, count: count), pa = pl, pb = pl
         for i in 0..<count { pl[i] = points[i].l; pa[i] = points[i].a; pb[i] = points[i].b }
         func extent(_ box: [Int]) -> (axis: Int, range: Double) {
-            var best = (axis: 0, range: -1.0)
-            for (a, values) in [pl, pa, pb].enumerated() {
-                var low = Double.infinity, high = -Double.infinity
-                for i in box { let v = values[i]; low = min(low, v); high = max(high, v) }
-                if high - low > best.range { best = (a, high - low) }
+            // The three axes in one pass over the box (the same min and max of each, and
+            // the same comparisons between their ranges, as an axis at a time).
+            var lowL = Double.infinity, highL = -Double.infinity, lowA = lowL, highA = highL, lowB = lowL, highB = highL
+            for i in box {
+                lowL = min(lowL, pl[i]); highL = max(highL, pl[i])
+                lowA = min(lowA, pa[i]); highA = max(highA, pa[i])
+                lowB = min(lowB, pb[i]); highB = max(highB, pb[i])
             }
+            var best = (axis: 0, range: -1.0)
+            if highL - lowL > best.range { best = (0, highL - lowL) }
+            if highA - lowA > best.range { best = (1, highA - lowA) }
+            if highB - lowB > best.range { best = (2, highB - lowB) }
             return best
         }
         struct Keyed { var key: Double; var index: Int }

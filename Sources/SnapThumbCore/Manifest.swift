@@ -23,6 +23,9 @@ public struct Manifest: Sendable, Equatable, Codable {
         Data(ManifestJSON.bytes(self, pretty: pretty))
     }
 
+    /// `json(pretty:)`'s bytes as an array (no copy into `Data`: the store writes these).
+    public func jsonBytes(pretty: Bool = false) -> [UInt8] { ManifestJSON.bytes(self, pretty: pretty) }
+
     /// The same bytes through JSONEncoder: the definition `json(pretty:)` is tested against.
     public func encoderJSON(pretty: Bool = false) -> Data {
         let encoder = JSONEncoder()

@@ -111,8 +111,20 @@ public enum Durable {
     /// A temp file name that no other process or thread picks: `.tmp-<pid>-<n>-`
     /// and at most 40 bytes of `name` (bytes: one Character can be any length).
     static func tempName(for name: String) -> String {
-        ".tmp-\(getpid())-\(counter.next())-\(PathBytes.prefix(name, maxBytes: 40))"
+        ".tmp-\(pid)-\(counter.next())-\(prefix(name))"
     }
+
+    /// `PathBytes.prefix(name, maxBytes: 40)` without its scalar-by-scalar copy where
+    /// that cannot differ: a name that fits, or an ASCII one (a blob's hex), cut by bytes.
+    private static func prefix(_ name: String) -> String {
+        let bytes = name.utf8
+        if bytes.count <= 40 { return name }
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes.prefix(40), as: UTF8.self) }
+        return PathBytes.prefix(name, maxBytes: 40)
+    }
+
+    /// This process's id, asked once (glibc's `getpid` is a system call each time; four temp names per upload).
+    private static let pid = getpid()
 
     /// Writes `bytes` to a new file at `path` (which must not exist) and fsyncs it
     /// unless `sync` is false (a group commit syncs the filesystem once instead).

@@ -20,6 +20,8 @@ public struct Store: Sendable {
     public let root: String
     /// What a publish does when the key has a manifest of other source bytes.
     public let onConflict: ConflictPolicy
+    /// `blobs/sha256` and `manifests`, kept open between uploads (see `OpenDirectories`).
+    private let directories = OpenDirectories()
 
     /// Opens (creating if needed) a store at `root`.
     public init(root: String, onConflict: ConflictPolicy = .refuse) throws {
@@ -27,8 +29,32 @@ public struct Store: Sendable {
         self.onConflict = onConflict
         try Durable.makeDirectories(self.root)
         // Below the root, nothing is followed: a planted symlink is refused here already.
-        _ = try StoreDirectory.open(root: self.root, ["blobs", "sha256"], create: true)
-        _ = try StoreDirectory.open(root: self.root, ["manifests"], create: true)
+        _ = try directories.open(root: self.root, ["blobs", "sha256"], create: true, sync: true, missingIsNil: false)
+        _ = try directories.open(root: self.root, ["manifests"], create: true, sync: true, missingIsNil: false)
+    }
+
+    /// The directory that holds `relativePath` and the file's name: `blobs/sha256` or
+    /// `manifests` from `directories`, the rest opened below it (as `StoreDirectory.openParent`
+    /// and `existingParent` do from the root). Nil when a directory is missing and not `create`.
+    private func parent(of relativePath: String, create: Bool, sync: Bool) throws -> (StoreDirectory, String)? {
+        var components = PathBytes.segments(relativePath)
+        let name = components.removeLast()
+        let kept = components.starts(with: ["blobs", "sha256"]) ? 2 : components.first == "manifests" ? 1 : 0
+        let directory: StoreDirectory?
+        if kept == 0 {
+            directory = try StoreDirectory.open(root: root, components, create: create, sync: sync, missingIsNil: !create)
+        } else {
+            directory = try directories.open(root: root, components[..<kept], create: create, sync: sync, missingIsNil: !create)?
+                .open(components[kept...], create: create, sync: sync, missingIsNil: !create)
+        }
+        return directory.map { ($0, name) }
+    }
+
+    private func openParent(of relativePath: String, sync: Bool) throws -> (StoreDirectory, String) {
+        guard let found = try parent(of: relativePath, create: true, sync: sync) else {
+            throw SnapError(.internal, "unreachable: a missing directory below \(root) was not reported")
+        }
+        return found
     }
 
     public func manifestPath(for key: String) throws -> String {
@@ -40,13 +66,16 @@ public struct Store: Sendable {
     /// following a symlink, and the manifest's file name in it.
     private func manifestDirectory(for key: String, create: Bool, sync: Bool = true) throws -> (StoreDirectory, String) {
         try StoreKey.validate(key)
-        return try StoreDirectory.openParent(root: root, of: "manifests/\(key).json", create: create, sync: sync)
+        guard let found = try parent(of: "manifests/\(key).json", create: create, sync: sync) else {
+            throw SnapError.io("cannot open directory", "\(root)/manifests", errno: ENOENT)
+        }
+        return found
     }
 
     /// The manifest currently published for `key`, or nil (also nil when it does not parse).
     public func manifest(for key: String) throws -> Manifest? {
         try StoreKey.validate(key)
-        guard let (directory, name) = try StoreDirectory.existingParent(root: root, of: "manifests/\(key).json") else { return nil }
+        guard let (directory, name) = try parent(of: "manifests/\(key).json", create: false, sync: false) else { return nil }
         guard let bytes = try directory.readIfExists(name) else { return nil }
         return try? Manifest.decode(Data(bytes))
     }
@@ -122,12 +151,12 @@ public struct Store: Sendable {
     private func stage(_ upload: ProcessedUpload, created: inout [(StoreDirectory, String)]) throws -> Staged {
         try StoreKey.validate(upload.manifest.key)
         for blob in upload.blobs {
-            let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: false)
+            let (directory, name) = try openParent(of: blob.path, sync: false)
             if try put(blob, in: directory, as: name, sync: false) { created.append((directory, name)) }
         }
         let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
         let temp = directory.tempName(for: name)
-        try directory.writeNew(temp, [UInt8](manifestFile(upload.manifest)), sync: false)
+        try directory.writeNew(temp, manifestFile(upload.manifest), sync: false)
         return Staged(upload: upload, directory: directory, manifestName: name, manifestTemp: temp)
     }
 
@@ -205,7 +234,7 @@ public struct Store: Sendable {
         // Unsynced, a new fan-out directory is made durable by the same sync as
         // the blob (in a fresh store, each of up to 256 fsyncs waited for a device
         // flush and blocked the worker).
-        let (directory, name) = try StoreDirectory.openParent(root: root, of: blob.path, create: true, sync: sync)
+        let (directory, name) = try openParent(of: blob.path, sync: sync)
         return try put(blob, in: directory, as: name, sync: sync)
     }
 
@@ -243,7 +272,9 @@ public struct Store: Sendable {
     }
 
     /// The manifest file's bytes: pretty JSON and a final newline.
-    private func manifestFile(_ manifest: Manifest) -> Data {
-        manifest.json(pretty: true) + Data("\n".utf8)
+    private func manifestFile(_ manifest: Manifest) -> [UInt8] {
+        var bytes = manifest.jsonBytes(pretty: true)
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
     }
 }

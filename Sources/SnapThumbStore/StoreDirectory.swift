@@ -5,6 +5,7 @@ import Darwin
 #endif
 import SnapThumbCore
 import SystemKit
+import Synchronization
 
 /// A directory below a store's root, opened one component at a time from the
 /// root with `O_NOFOLLOW`, and every file in it created, linked, renamed and read
@@ -46,10 +47,25 @@ final class StoreDirectory: Sendable {
         return try open(root: root, components, create: false, sync: false, missingIsNil: true).map { ($0, name) }
     }
 
-    private static func open(root: String, _ components: [String], create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
-        var current = Glibc.open(root.isEmpty ? "." : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    static func open(root: String, _ components: [String], create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
+        let current = Glibc.open(root.isEmpty ? "." : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard current >= 0 else { throw SnapError.io("cannot open the store directory", root, errno: errno) }
-        var path = root
+        return try walk(from: current, owned: true, path: root, components, create: create, sync: sync, missingIsNil: missingIsNil)
+    }
+
+    /// `components` below this directory, opened as `open(root:…)` opens them below the root.
+    func open(_ components: ArraySlice<String>, create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
+        if components.isEmpty { return self }
+        return try Self.walk(from: fd, owned: false, path: path, components, create: create, sync: sync, missingIsNil: missingIsNil)
+    }
+
+    /// Opens `components` one at a time from `start` (closed on the way when `owned`).
+    private static func walk(from start: Int32, owned: Bool, path startPath: String, _ components: some Collection<String>,
+                             create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
+        var current = start
+        var path = startPath
+        // Closes `current` unless it is a descriptor this walk does not own.
+        func close(_ descriptor: Int32) { if descriptor != start || owned { _ = Glibc.close(descriptor) } }
         for component in components {
             let parentPath = path
             path += "/" + component
@@ -170,3 +186,75 @@ final class StoreDirectory: Sendable {
     }
 }
 
+
+/// The directories below a store's root that every upload writes to (`blobs/sha256`,
+/// `manifests`), kept open instead of opened afresh, component by component, for
+/// every file (about twenty `openat`/`close` calls per upload). Before each use the
+/// path is looked at again without following a symlink (`fstatat`, one per
+/// component): while every component is still the directory that was opened, the
+/// open descriptor is where the walk from the root would lead; otherwise (a
+/// directory removed, replaced, or swapped for a symlink) it is opened again from
+/// the root, which refuses a symlink as before.
+final class OpenDirectories: Sendable {
+    private struct Entry: Sendable {
+        let directory: StoreDirectory
+        /// Device and inode of each component's directory, from the first.
+        let identities: [FileIdentity]
+    }
+    struct FileIdentity: Equatable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+    }
+    private let entries = Mutex<[String: Entry]>([:])
+
+    init() {}
+
+    /// `components` (one or two, below `root`) opened as `StoreDirectory.open` does,
+    /// from the cache when every component is still the same directory.
+    func open(root: String, _ components: ArraySlice<String>, create: Bool, sync: Bool, missingIsNil: Bool) throws -> StoreDirectory? {
+        let key = components.joined(separator: "/")
+        let paths = Self.paths(root: root, components)
+        if let entry = entries.withLock({ $0[key] }), Self.identities(of: paths) == entry.identities {
+            return entry.directory
+        }
+        guard let directory = try StoreDirectory.open(root: root, Array(components), create: create, sync: sync, missingIsNil: missingIsNil) else {
+            return nil
+        }
+        // Kept only when the path still leads to the directory just opened.
+        if let identities = Self.identities(of: paths), identities.last == directory.identity {
+            entries.withLock { $0[key] = Entry(directory: directory, identities: identities) }
+        }
+        return directory
+    }
+
+    private static func paths(root: String, _ components: ArraySlice<String>) -> [String] {
+        var paths: [String] = []
+        var path = root.isEmpty ? "." : root
+        for component in components {
+            path += "/" + component
+            paths.append(path)
+        }
+        return paths
+    }
+
+    /// Each path's directory (a symlink at the end is not followed), nil if one is missing or not a directory.
+    private static func identities(of paths: [String]) -> [FileIdentity]? {
+        var identities: [FileIdentity] = []
+        identities.reserveCapacity(paths.count)
+        for path in paths {
+            var st = stat()
+            guard fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
+            identities.append(FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
+        }
+        return identities
+    }
+}
+
+extension StoreDirectory {
+    /// Device and inode of the open directory.
+    var identity: OpenDirectories.FileIdentity? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return OpenDirectories.FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+}
