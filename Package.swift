@@ -216,7 +216,7 @@ let package = Package(
         // the Pub/Sub client against Google's emulator when it is installed.
         .testTarget(
             name: "SnapThumbGoogleTests",
-            dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SnapThumbTesting", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
         // The watch daemon's configuration, backoff and liveness.
         .testTarget(

@@ -9,36 +9,6 @@ import SnapThumbS3
 // Shared by SnapThumbS3Tests (the bucket store through its API) and SnapThumbCLITests
 // (`snapthumb` against a bucket): one moto server and one RGW cluster per test process.
 
-/// A helper process that prints one line, then runs until its standard input closes.
-final class Helper: @unchecked Sendable {  // set up in init, then only read
-    let process = Process()
-    private let stdin = Pipe()
-    let firstLine: String
-
-    init(_ arguments: [String], executable: String = Moto.python) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = stdin
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        let reader = out.fileHandleForReading
-        while true {
-            let byte = reader.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data([0x0A]) { break }
-            line += byte
-        }
-        firstLine = String(decoding: line, as: UTF8.self)
-    }
-
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-}
-
 /// An S3 server the tests run against, on 127.0.0.1, with a key allowed to use it.
 public protocol S3Server: AnyObject, Sendable {
     var name: String { get }
@@ -72,7 +42,7 @@ extension S3Server {
 /// ceph-osd and radosgw, all state in a temporary directory), with an S3 user.
 public final class RGW: S3Server, @unchecked Sendable {  // set up in init, then only read
     public let name = "Ceph RGW"
-    let helper: Helper
+    let helper: ServerProcess
     public let endpoint: String
     public let port: Int
     public let accessKeyID: String
@@ -91,7 +61,7 @@ public final class RGW: S3Server, @unchecked Sendable {  // set up in init, then
     }
 
     init() throws {
-        helper = try Helper(["\(Fixtures.root)/Scripts/rgw.sh", "serve"], executable: "/bin/bash")
+        helper = try ServerProcess("/bin/bash", ["\(Fixtures.root)/Scripts/rgw.sh", "serve"])
         struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String; let dir: String }
         guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
             helper.stop()
@@ -121,7 +91,7 @@ public final class RGW: S3Server, @unchecked Sendable {  // set up in init, then
 /// moto's S3 server on 127.0.0.1 in auth mode, with an IAM key allowed to use S3.
 public final class Moto: S3Server, @unchecked Sendable {  // set up in init, then only read
     public let name = "moto"
-    let helper: Helper
+    let helper: ServerProcess
     public let endpoint: String
     public let port: Int
     public let accessKeyID: String
@@ -140,7 +110,7 @@ public final class Moto: S3Server, @unchecked Sendable {  // set up in init, the
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             throw SnapError(.config, "moto is not installed: run Scripts/moto.sh")
         }
-        helper = try Helper(["\(Fixtures.root)/Scripts/moto-server.py"] + buckets.flatMap { ["--bucket", $0] })
+        helper = try ServerProcess(Moto.python, ["\(Fixtures.root)/Scripts/moto-server.py"] + buckets.flatMap { ["--bucket", $0] })
         struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String }
         guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
             helper.stop()
@@ -169,7 +139,7 @@ public final class Moto: S3Server, @unchecked Sendable {  // set up in init, the
 
 /// Scripts/fault-proxy.py in front of a port.
 public final class FaultProxy: @unchecked Sendable {  // set up in init, then only read
-    let helper: Helper
+    let helper: ServerProcess
     public let endpoint: String
     let statsPath: String
 
@@ -177,7 +147,7 @@ public final class FaultProxy: @unchecked Sendable {  // set up in init, then on
     public init(upstreamPort: Int, latencyMs: Double = 0, slowdown: Double = 0, drop: Double = 0, seed: Int = 1, faultMethods: String? = nil,
                 misbehaviour: [String] = []) throws {
         statsPath = NSTemporaryDirectory() + "snapthumb-proxy-\(UUID().uuidString).json"
-        helper = try Helper(["\(Fixtures.root)/Scripts/fault-proxy.py", "--upstream", "127.0.0.1:\(upstreamPort)",
+        helper = try ServerProcess(Moto.python, ["\(Fixtures.root)/Scripts/fault-proxy.py", "--upstream", "127.0.0.1:\(upstreamPort)",
                              "--latency-ms", "\(latencyMs)", "--slowdown", "\(slowdown)", "--drop", "\(drop)",
                              "--seed", "\(seed)", "--stats", statsPath] + (faultMethods.map { ["--fault-methods", $0] } ?? []) + misbehaviour)
         guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {

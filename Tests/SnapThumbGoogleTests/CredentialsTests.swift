@@ -1,5 +1,6 @@
 @testable import SystemKit
 import Foundation
+import SnapThumbTesting
 import HTTPKit
 import Logging
 import Testing
@@ -8,7 +9,7 @@ import Testing
 /// Scripts/fake-google-auth.py on 127.0.0.1: a token endpoint that checks the JWT's
 /// signature against the test key's public half, and a metadata server.
 final class FakeAuth: @unchecked Sendable {
-    let helper: Helper
+    let helper: ServerProcess
     let port: Int
     var host: String { "127.0.0.1:\(port)" }
     var tokenURI: String { "http://\(host)/token" }
@@ -20,7 +21,7 @@ final class FakeAuth: @unchecked Sendable {
                          "--key-id", keyID, "--lifetime", "\(lifetime)", "--fail-first", "\(failFirst)", "--max-skew", "\(maxSkew)"]
         if noFlavor { arguments.append("--no-flavor") }
         if revokeFirst { arguments.append("--revoke-first") }
-        helper = try Helper("/usr/bin/env", ["python3"] + arguments)
+        helper = try ServerProcess("/usr/bin/env", ["python3"] + arguments)
         guard helper.firstLine.hasPrefix("port "), let port = Int(helper.firstLine.dropFirst(5)) else {
             helper.stop()
             throw GoogleError(.invalid, "fake-google-auth.py did not start: \(helper.firstLine)")

@@ -1,5 +1,6 @@
 @testable import SystemKit
 import Foundation
+import SnapThumbTesting
 import Testing
 @testable import SnapThumbGoogle
 
@@ -7,7 +8,7 @@ import Testing
 /// one per test process, stopped (its whole process group) when this process's end
 /// closes the script's standard input. Each test works in a project of its own.
 final class PubSubEmulator: @unchecked Sendable {
-    let helper: Helper
+    let helper: ServerProcess
     let host: String
 
     /// Whether the emulator (google-cloud-cli-pubsub-emulator) and Java are installed. When they
@@ -19,7 +20,7 @@ final class PubSubEmulator: @unchecked Sendable {
 
     static let shared: Result<PubSubEmulator, GoogleError> = {
         do {
-            let helper = try Helper("/bin/bash", ["\(Repo.root)/Scripts/pubsub-emulator.sh", "run"])
+            let helper = try ServerProcess("/bin/bash", ["\(Repo.root)/Scripts/pubsub-emulator.sh", "run"])
             guard helper.firstLine.hasPrefix("host ") else {
                 helper.stop()
                 return .failure(GoogleError(.unavailable, "the Pub/Sub emulator did not start: \(helper.firstLine)"))
@@ -30,7 +31,7 @@ final class PubSubEmulator: @unchecked Sendable {
         }
     }()
 
-    private init(helper: Helper, host: String) {
+    private init(helper: ServerProcess, host: String) {
         self.helper = helper
         self.host = host
     }

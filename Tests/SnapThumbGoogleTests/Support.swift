@@ -1,5 +1,6 @@
 @testable import SystemKit
 import Foundation
+import SnapThumbTesting
 import Testing
 @testable import SnapThumbGoogle
 
@@ -92,35 +93,3 @@ struct TestKeys: Sendable {
     }
 }
 
-/// A helper process that prints one line when ready, then runs until its standard input
-/// closes (which also happens if this test process dies): nothing outlives the tests.
-final class Helper: @unchecked Sendable {
-    let process = Process()
-    private let stdin = Pipe()
-    let firstLine: String
-
-    init(_ program: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = stdin
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        let reader = out.fileHandleForReading
-        while true {
-            let byte = reader.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data([0x0A]) { break }
-            line += byte
-        }
-        firstLine = String(decoding: line, as: UTF8.self)
-    }
-
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-
-    deinit { stop() }
-}

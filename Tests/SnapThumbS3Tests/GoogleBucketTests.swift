@@ -15,31 +15,18 @@ import VipsKit
 /// Scripts/fake-google-auth.py with `--bucket`: a metadata server handing out tokens and a
 /// Cloud Storage XML API stand-in that takes only the latest one, on 127.0.0.1; stopped
 /// when the test closes its standard input (it is this test's own child).
-final class FakeGoogleBucket: @unchecked Sendable {
-    let process = Process()
-    private let stdin = Pipe()
-    private(set) var port = 0
+final class FakeGoogleBucket: Sendable {
+    let server: ServerProcess
+    let port: Int
     let bucket: String
 
     init(bucket: String, revokeFirst: Bool = false) throws {
         self.bucket = bucket
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "\(Repo.root)/Scripts/fake-google-auth.py", "--public-key", "/dev/null", "--client-email", "unused@example.com",
-                             "--bucket", bucket] + (revokeFirst ? ["--revoke-first"] : [])
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = stdin
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data([0x0A]) { break }
-            line += byte
-        }
-        let first = String(decoding: line, as: UTF8.self)
+        server = try ServerProcess("/usr/bin/env", ["python3", "\(Repo.root)/Scripts/fake-google-auth.py", "--public-key", "/dev/null",
+                                                    "--client-email", "unused@example.com", "--bucket", bucket] + (revokeFirst ? ["--revoke-first"] : []))
+        let first = server.firstLine
         guard first.hasPrefix("port "), let port = Int(first.dropFirst(5)) else {
-            stop()
+            server.stop()
             throw SnapError(.internal, "fake-google-auth.py did not start: \(first)")
         }
         self.port = port
@@ -62,12 +49,7 @@ final class FakeGoogleBucket: @unchecked Sendable {
         try JSONDecoder().decode(Stats.self, from: HTTPTransport().sendBlocking(HTTPRequest(method: "GET", url: URL(string: "http://127.0.0.1:\(port)/stats")!)).body)
     }
 
-    func stop() {
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-
-    deinit { stop() }
+    func stop() { server.stop() }
 }
 
 /// The bucket path of Cloud Storage notifications: bearer tokens instead of an HMAC key,

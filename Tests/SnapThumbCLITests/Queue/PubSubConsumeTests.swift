@@ -16,9 +16,8 @@ import VipsKit
 
 /// Google's Pub/Sub emulator on 127.0.0.1 (Scripts/pubsub-emulator.sh run), one per test
 /// process, stopped when this process's end closes the script's standard input.
-final class PubSubEmulatorProcess: @unchecked Sendable {
-    let process = Process()
-    private let stdin = Pipe()
+final class PubSubEmulatorProcess: Sendable {
+    let server: ServerProcess
     let host: String
 
     static let installed: Bool = {
@@ -36,20 +35,8 @@ final class PubSubEmulatorProcess: @unchecked Sendable {
     static let shared: Result<PubSubEmulatorProcess, SnapError> = Result { try PubSubEmulatorProcess() }.mapError { $0 as? SnapError ?? SnapError(.internal, "\($0)") }
 
     private init() throws {
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["\(Repo.root)/Scripts/pubsub-emulator.sh", "run"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = stdin
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data([0x0A]) { break }
-            line += byte
-        }
-        let first = String(decoding: line, as: UTF8.self)
+        server = try ServerProcess("/bin/bash", ["\(Repo.root)/Scripts/pubsub-emulator.sh", "run"])
+        let first = server.firstLine
         guard first.hasPrefix("host ") else { throw SnapError(.internal, "the Pub/Sub emulator did not start: \(first)") }
         host = String(first.dropFirst(5))
     }
