@@ -24,7 +24,7 @@ struct ConsumeCommand: AsyncParsableCommand {
 
         A Pub/Sub subscription (gcppubsub://projects/P/subscriptions/S) carries Cloud Storage's notifications instead: OBJECT_FINALIZE is an upload, other events are acknowledged with one log line; the ack deadline is the lease (--visibility-timeout, else the subscription's), and refusals go to --dead-letter-topic (else the subscription's dead-letter policy's topic). Google credentials: PUBSUB_EMULATOR_HOST, GOOGLE_APPLICATION_CREDENTIALS, else the metadata server (docs/google.md); without an HMAC key in AWS_*, the buckets (Cloud Storage's XML API) are reached with the same credentials as bearer tokens. Each upload is read at the generation its notification names and checked against its size and MD5; a generation already replaced or deleted is acknowledged as superseded.
 
-        Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
+        Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL, then the config file's s3 and sqs sections (keys only from the environment). Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
         """
     )
 

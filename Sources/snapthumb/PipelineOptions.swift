@@ -10,7 +10,7 @@ import SystemKit
 /// `SNAPTHUMB_<FLAG>` environment variables, then the config file (`--config` or
 /// `SNAPTHUMB_CONFIG`), then the built-in defaults.
 struct PipelineOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Config file: JSON with sections pipeline, store, watch, backfill, log (see README: Configuration). [env SNAPTHUMB_CONFIG]", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("Config file: JSON with sections pipeline, store, watch, backfill, log, s3, sqs, google (see README: Configuration). [env SNAPTHUMB_CONFIG]", valueName: "file"))
     var config: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Side of the square JPEG thumbnail, pixels. [default: 100]", valueName: "px"))
