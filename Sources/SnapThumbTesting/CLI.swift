@@ -3,11 +3,7 @@ import Foundation
 /// Runs the real `snapthumb` binary (the CLI test target builds it; the other
 /// test targets find it beside their test bundle, in the same build).
 public enum CLI {
-    public static var binary: String {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("snapthumb").path
-        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
-        return "\(Fixtures.root)/.build/debug/snapthumb"
-    }
+    public static var binary: String { Fixtures.builtProduct("snapthumb") }
 
     public typealias Result = ChildProcess.Result
 

@@ -16,6 +16,14 @@ public enum Fixtures {
 
     public static func sample(_ relative: String) -> String { "\(root)/Samples/\(relative)" }
 
+    /// An executable of this package (`snapthumb`, `runner-test-worker`): the one built beside the
+    /// running test bundle, else the debug build's.
+    public static func builtProduct(_ name: String) -> String {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        return "\(root)/.build/debug/\(name)"
+    }
+
     public static func bytes(_ path: String) throws -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else { throw SnapError(.io, "cannot read fixture \(path)") }
         return [UInt8](data)

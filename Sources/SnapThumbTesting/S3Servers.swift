@@ -9,6 +9,25 @@ import SnapThumbS3
 // Shared by SnapThumbS3Tests (the bucket store through its API) and SnapThumbCLITests
 // (`snapthumb` against a bucket): one moto server and one RGW cluster per test process.
 
+/// The line Scripts/rgw.sh and Scripts/moto-server.py print once their S3 server answers.
+private struct ServerInfo: Decodable {
+    let endpoint: String
+    let port: Int
+    let access_key_id: String
+    let secret_access_key: String
+    /// rgw.sh's cluster directory.
+    let dir: String?
+
+    /// Reads it from the helper's first line; otherwise stops the helper and throws `failure`.
+    static func read(_ helper: ServerProcess, _ failure: String) throws -> ServerInfo {
+        guard let info = try? JSONDecoder().decode(ServerInfo.self, from: Data(helper.firstLine.utf8)) else {
+            helper.stop()
+            throw SnapError(.internal, "\(failure): \(helper.firstLine)")
+        }
+        return info
+    }
+}
+
 /// An S3 server the tests run against, on 127.0.0.1, with a key allowed to use it.
 public protocol S3Server: AnyObject, Sendable {
     var name: String { get }
@@ -62,19 +81,13 @@ public final class RGW: S3Server, @unchecked Sendable {  // set up in init, then
 
     init() throws {
         helper = try ServerProcess("/bin/bash", ["\(Fixtures.root)/Scripts/rgw.sh", "serve"])
-        struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String; let dir: String }
-        guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
-            helper.stop()
-            throw SnapError(.internal, "radosgw did not start (Scripts/rgw.sh serve): \(helper.firstLine)")
-        }
+        let info = try ServerInfo.read(helper, "radosgw did not start (Scripts/rgw.sh serve)")
         endpoint = info.endpoint
         port = info.port
         accessKeyID = info.access_key_id
         secretAccessKey = info.secret_access_key
-        directory = info.dir
+        directory = info.dir ?? ""
     }
-
-    deinit { helper.stop() }
 
     /// One cluster for the whole test process (it starts in 15-30 s); it stops
     /// when this process ends (the script's stdin closes).
@@ -111,18 +124,12 @@ public final class Moto: S3Server, @unchecked Sendable {  // set up in init, the
             throw SnapError(.config, "moto is not installed: run Scripts/moto.sh")
         }
         helper = try ServerProcess(Moto.python, ["\(Fixtures.root)/Scripts/moto-server.py"] + buckets.flatMap { ["--bucket", $0] })
-        struct Info: Decodable { let endpoint: String; let port: Int; let access_key_id: String; let secret_access_key: String }
-        guard let info = try? JSONDecoder().decode(Info.self, from: Data(helper.firstLine.utf8)) else {
-            helper.stop()
-            throw SnapError(.internal, "moto did not start: \(helper.firstLine)")
-        }
+        let info = try ServerInfo.read(helper, "moto did not start")
         endpoint = info.endpoint
         port = info.port
         accessKeyID = info.access_key_id
         secretAccessKey = info.secret_access_key
     }
-
-    deinit { helper.stop() }
 
     /// One server for the whole test process (it starts in 2-10 s): each test
     /// makes its own bucket. It stops when this process ends (its stdin closes).

@@ -95,10 +95,8 @@ struct RunnerTests {
         return (dir, entries)
     }
 
-    /// `runner-test-worker` (Tests/RunnerTestWorker), built beside this test bundle.
-    static var workerProgram: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("runner-test-worker").path
-    }
+    /// `runner-test-worker` (Tests/RunnerTestWorker).
+    static var workerProgram: String { Fixtures.builtProduct("runner-test-worker") }
 
     static func pool(store: String, jobs: Int, window: Int, deadline: Double? = nil, loneCrashRetries: Int = 1, faults: any RunFaults = NoFaults()) -> ProcessPool {
         ProcessPool(launch: .process(executable: workerProgram, arguments: ["--store", store]), jobs: jobs, window: window,
