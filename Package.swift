@@ -60,9 +60,10 @@ let package = Package(
         // The system: POSIX files and processes, digests, RS256, sd_notify, and the
         // one lock-with-condition type (`Monitor`).
         .target(name: "SystemKit", dependencies: ["CSystemShim"]),
-        // The one HTTP client (URLSession, no cache, no cookies; blocking, cancellable or
-        // async) and retry policy, for the bucket store, SQS and Google alike.
-        .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("curl")]),
+        // The one HTTP client (libcurl's easy interface, opened with dlopen on the first
+        // request; blocking, cancellable or async) and retry policy, for the bucket store,
+        // SQS and Google alike.
+        .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "HTTPKit", dependencies: ["CHTTPShim"]),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.

@@ -30,8 +30,8 @@ done
 
 if [ -z "$binary" ]; then
   Scripts/setup.sh
-  swift build -c release --product snapthumb
-  swift build -c release --product generate-manual
+  swift build -c release --static-swift-stdlib --product snapthumb
+  swift build -c release --static-swift-stdlib --product generate-manual
   binary=.build/release/snapthumb
 fi
 [ -x "$binary" ] || { echo "install: $binary is not an executable" >&2; exit 1; }

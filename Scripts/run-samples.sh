@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
-swift build -c release --product snapthumb
-bin="$(swift build -c release --show-bin-path)/snapthumb"
+swift build -c release --static-swift-stdlib --product snapthumb
+bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/snapthumb"
 store="${STORE:-.build/samples-store}"   # not ./store, which the README's examples build
 report="$store.report.json"
 

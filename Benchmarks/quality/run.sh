@@ -20,8 +20,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 "$REPO/Scripts/setup-quality.sh"
-(cd "$REPO" && swift build -c release --product snapthumb >&2)
-BIN="$(cd "$REPO" && swift build -c release --show-bin-path)/snapthumb"
+(cd "$REPO" && swift build -c release --static-swift-stdlib --product snapthumb >&2)
+BIN="$(cd "$REPO" && swift build -c release --static-swift-stdlib --show-bin-path)/snapthumb"
 if [[ ${#photos[@]} -eq 0 ]]; then
   [[ -d "$REPO/.corpus/snaps" ]] || "$REPO/Scripts/make-corpus.sh" >&2
   mapfile -t photos < <(ls "$REPO/.corpus/snaps"/*.jpg | sort | head -n "$COUNT")

@@ -1,11 +1,72 @@
+#define _GNU_SOURCE 1
 #include "snaphttp.h"
 
+/* Plain prototypes: the names below are redefined to the pointers dlsym fills in. */
+#define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* libcurl is opened with dlopen the first time a request is sent, not linked: it and the
+ * ~25 libraries it needs (TLS, HTTP/2, IDN, LDAP, Kerberos...) took about 3.4 ms of every
+ * process start, and a worker writing to a local store never sends a request. */
+#define SNAP_CURL_SONAME "libcurl.so.4"
+#define SNAP_CURL_SYMBOLS(X) \
+    X(curl_global_init) X(curl_share_init) X(curl_share_setopt) X(curl_share_cleanup) \
+    X(curl_easy_init) X(curl_easy_setopt) X(curl_easy_perform) X(curl_easy_getinfo) \
+    X(curl_easy_cleanup) X(curl_easy_strerror) X(curl_slist_append) X(curl_slist_free_all)
+#define SNAP_DECLARE(name) static __typeof__(name) *snap_dl_##name;
+SNAP_CURL_SYMBOLS(SNAP_DECLARE)
+#undef SNAP_DECLARE
+#define curl_global_init snap_dl_curl_global_init
+#define curl_share_init snap_dl_curl_share_init
+#define curl_share_setopt snap_dl_curl_share_setopt
+#define curl_share_cleanup snap_dl_curl_share_cleanup
+#define curl_easy_init snap_dl_curl_easy_init
+#define curl_easy_setopt snap_dl_curl_easy_setopt
+#define curl_easy_perform snap_dl_curl_easy_perform
+#define curl_easy_getinfo snap_dl_curl_easy_getinfo
+#define curl_easy_cleanup snap_dl_curl_easy_cleanup
+#define curl_easy_strerror snap_dl_curl_easy_strerror
+#define curl_slist_append snap_dl_curl_slist_append
+#define curl_slist_free_all snap_dl_curl_slist_free_all
+
+/* Why libcurl could not be opened; empty once it is. */
+static char load_error[512];
+static int loaded = 0;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void) {
+    void *handle = dlopen(SNAP_CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *why = dlerror();
+        snprintf(load_error, sizeof load_error, "cannot open %s: %s (install libcurl4)", SNAP_CURL_SONAME, why ? why : "unknown error");
+        return;
+    }
+#define SNAP_LOOKUP(name) \
+    if (!(snap_dl_##name = (__typeof__(snap_dl_##name)) dlsym(handle, #name))) { \
+        snprintf(load_error, sizeof load_error, "%s has no symbol %s", SNAP_CURL_SONAME, #name); \
+        return; \
+    }
+    SNAP_CURL_SYMBOLS(SNAP_LOOKUP)
+#undef SNAP_LOOKUP
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(load_error, sizeof load_error, "%s could not be initialised", SNAP_CURL_SONAME);
+        return;
+    }
+    loaded = 1;
+}
+
+/* Loads libcurl once; 0 when it cannot be used (load_error says why). */
+static int ready(void) {
+    pthread_once(&load_once, load);
+    return loaded;
+}
 
 struct snap_http_client {
     CURLSH *share;
@@ -26,9 +87,6 @@ struct snap_http_transfer {
     int failed_alloc;
 };
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 static void share_lock(CURL *handle, curl_lock_data data, curl_lock_access access, void *user) {
     (void)handle; (void)access;
     pthread_mutex_lock(&((snap_http_client *)user)->locks[data]);
@@ -40,25 +98,37 @@ static void share_unlock(CURL *handle, curl_lock_data data, void *user) {
 }
 
 snap_http_client *snap_http_client_new(long max_connections) {
-    pthread_once(&global_once, global_init);
     snap_http_client *client = calloc(1, sizeof *client);
     if (!client) return NULL;
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_init(&client->locks[i], NULL);
     client->max_connections = max_connections > 0 ? max_connections : 8;
-    client->share = curl_share_init();
-    if (!client->share) { free(client); return NULL; }
-    curl_share_setopt(client->share, CURLSHOPT_LOCKFUNC, share_lock);
-    curl_share_setopt(client->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-    curl_share_setopt(client->share, CURLSHOPT_USERDATA, client);
-    curl_share_setopt(client->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-    curl_share_setopt(client->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(client->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     return client;
+}
+
+/* The client's share object, made with its first request (libcurl is loaded by then). */
+static pthread_mutex_t share_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static CURLSH *share_of(snap_http_client *client) {
+    pthread_mutex_lock(&share_mutex);
+    if (!client->share) {
+        CURLSH *share = curl_share_init();
+        if (share) {
+            curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock);
+            curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+            curl_share_setopt(share, CURLSHOPT_USERDATA, client);
+            curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+            curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+            curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+        }
+        client->share = share;
+    }
+    pthread_mutex_unlock(&share_mutex);
+    return client->share;
 }
 
 void snap_http_client_free(snap_http_client *client) {
     if (!client) return;
-    curl_share_cleanup(client->share);
+    if (client->share) curl_share_cleanup(client->share);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_destroy(&client->locks[i]);
     free(client);
 }
@@ -136,6 +206,9 @@ int snap_http_perform(snap_http_client *client, snap_http_transfer *t, const cha
     t->body.length = 0;
     t->headers.length = 0;
     if (atomic_load(&t->cancelled)) { *curl_code = CURLE_ABORTED_BY_CALLBACK; return SNAP_HTTP_CANCELLED; }
+    if (!ready()) { *curl_code = SNAP_HTTP_NOT_LOADED; return SNAP_HTTP_OTHER; }
+    CURLSH *share = share_of(client);
+    if (!share) { *curl_code = CURLE_OUT_OF_MEMORY; return SNAP_HTTP_OTHER; }
     CURL *easy = curl_easy_init();
     if (!easy) { *curl_code = CURLE_OUT_OF_MEMORY; return SNAP_HTTP_OTHER; }
 
@@ -150,7 +223,7 @@ int snap_http_perform(snap_http_client *client, snap_http_transfer *t, const cha
     if (has_body && !has_content_type) list = curl_slist_append(list, "Content-Type:");
 
     curl_easy_setopt(easy, CURLOPT_URL, url);
-    curl_easy_setopt(easy, CURLOPT_SHARE, client->share);
+    curl_easy_setopt(easy, CURLOPT_SHARE, share);
     curl_easy_setopt(easy, CURLOPT_MAXCONNECTS, client->max_connections);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -204,4 +277,7 @@ const char *snap_http_headers(const snap_http_transfer *t, size_t *length) {
     return (const char *)t->headers.bytes;
 }
 
-const char *snap_http_error_text(int curl_code) { return curl_easy_strerror((CURLcode)curl_code); }
+const char *snap_http_error_text(int curl_code) {
+    if (curl_code == SNAP_HTTP_NOT_LOADED || !ready()) return load_error;
+    return curl_easy_strerror((CURLcode)curl_code);
+}

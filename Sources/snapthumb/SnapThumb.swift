@@ -55,12 +55,17 @@ enum Main {
         // A worker process inherits its parent's environment: the parent has warned already.
         if arguments.first != "worker" { Console.defer(Suggestions.unknownEnvironment(ProcessEnvironment.values)) }
         do {
-            var command = try SnapThumb.parseAsRoot()
-            parsed = type(of: command)
-            if var command = command as? any AsyncParsableCommand {
-                try await command.run()
+            if arguments.first == "worker", let worker = WorkerStart(arguments: arguments.dropFirst()) {
+                parsed = WorkerCommand.self
+                try worker.run()
             } else {
-                try command.run()
+                var command = try SnapThumb.parseAsRoot()
+                parsed = type(of: command)
+                if var command = command as? any AsyncParsableCommand {
+                    try await command.run()
+                } else {
+                    try command.run()
+                }
             }
         } catch {
             let status = handle(error, command: parsed)

@@ -35,13 +35,59 @@ struct WorkerCommand: ParsableCommand {
     var isolated = false
 
     func run() throws {
+        try WorkerStart(store: store, sources: sources, settingsJSON: settingsJson, onConflict: onConflict,
+                        commitDelayMs: commitDelayMs, isolated: isolated).run()
+    }
+}
+
+/// What a worker process is started with, and its run. `Main` reads the command line the
+/// runner writes (`WorkerCommandLine`) straight into this, without ArgumentParser: building
+/// the parser's view of every subcommand cost a worker about 5 ms of each start (docs/performance.md).
+/// Anything else (`--help`, a typo) goes through `WorkerCommand` and its usual errors.
+struct WorkerStart {
+    var store: String
+    var sources: String?
+    var settingsJSON: String
+    var onConflict = "refuse"
+    var commitDelayMs = defaultGroupCommitDelay * 1000
+    var isolated = false
+
+    /// The options after `worker`, exactly as the runner writes them; nil for anything else.
+    init?(arguments: ArraySlice<String>) {
+        var store: String?, settings: String?
+        var rest = arguments
+        while let name = rest.popFirst() {
+            if name == "--isolated" { isolated = true; continue }
+            guard let value = rest.popFirst() else { return nil }
+            switch name {
+            case "--store": store = value
+            case "--sources": sources = value
+            case "--settings-json": settings = value
+            case "--on-conflict": onConflict = value
+            case "--commit-delay-ms":
+                guard let ms = Double(value) else { return nil }
+                commitDelayMs = ms
+            default: return nil
+            }
+        }
+        guard let store, let settings else { return nil }
+        self.store = store
+        self.settingsJSON = settings
+    }
+
+    init(store: String, sources: String?, settingsJSON: String, onConflict: String, commitDelayMs: Double, isolated: Bool) {
+        self.store = store; self.sources = sources; self.settingsJSON = settingsJSON
+        self.onConflict = onConflict; self.commitDelayMs = commitDelayMs; self.isolated = isolated
+    }
+
+    func run() throws {
         // A worker is part of its backfill, bench or watch: if that dies (even by kill -9),
         // so does the worker, exactly as if the whole run had been killed.
         guard POSIX.dieWithParent() else { throw ExitCode(1) }
         Signals.ignoreInterrupts()
         if isolated { POSIX.beFirstForOOMKiller() }
         let settings: Settings
-        do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJson.utf8)) } catch {
+        do { settings = try JSONDecoder().decode(Settings.self, from: Data(settingsJSON.utf8)) } catch {
             throw ValidationError("--settings-json: \(error)")
         }
         let pipeline: Pipeline

@@ -1,4 +1,5 @@
 @testable import SnapThumbStore
+@testable import snapthumb
 @testable import SystemKit
 @testable import SnapThumbConfig
 import Foundation
@@ -175,10 +176,12 @@ struct CommandLineTests {
 struct LazyLibvipsTests {
     /// Whether a running process has libvips mapped. (Read to the end: procfs files
     /// report no size, and String(contentsOfFile:) stops after the first 4 KB.)
-    static func mapsLibvips(_ pid: Int32) throws -> Bool {
+    static func mapsLibvips(_ pid: Int32) throws -> Bool { try maps("/libvips.so", pid) }
+
+    static func maps(_ library: String, _ pid: Int32) throws -> Bool {
         guard let maps = FileHandle(forReadingAtPath: "/proc/\(pid)/maps") else { throw SnapError(.io, "no /proc/\(pid)/maps") }
         defer { try? maps.close() }
-        return String(decoding: maps.readDataToEndOfFile(), as: UTF8.self).contains("/libvips.so")
+        return String(decoding: maps.readDataToEndOfFile(), as: UTF8.self).contains(library)
     }
 
     @Test("a worker maps libvips only once an image needs it: not for a plain JPEG, yes for a PNG")
@@ -213,9 +216,35 @@ struct LazyLibvipsTests {
         let jpeg = try run(0, Fixtures.sample("snaps/phone-portrait.jpg"), key: "a.jpg")
         #expect(jpeg.contains("\"processed\""), "\(jpeg)")
         #expect(try !Self.mapsLibvips(process.processIdentifier))
+        // A local store sends no request: libcurl (and its TLS, HTTP/2, LDAP... libraries) stays unloaded.
+        #expect(try !Self.maps("/libcurl.so", process.processIdentifier))
         let png = try run(1, Fixtures.sample("snaps/alpha.png"), key: "b.png")
         #expect(png.contains("\"processed\""), "\(png)")
         #expect(try Self.mapsLibvips(process.processIdentifier))
         try input.fileHandleForWriting.close()
+    }
+}
+
+@Suite("Worker start")
+struct WorkerStartTests {
+    @Test("a worker reads the command line the runner writes without ArgumentParser, and nothing else")
+    func fastPathTakesTheRunnersCommandLine() throws {
+        let store = Fixtures.tempDirectory()
+        defer { Fixtures.remove(store) }
+        let backend = try Store(root: store)
+        let written = try WorkerCommandLine.arguments(settings: Settings(), store: backend, reader: nil, jobs: 2, isolated: true)
+        #expect(written.first == "worker")
+        let start = try #require(WorkerStart(arguments: written.dropFirst()))
+        #expect(start.store == backend.workerArgument)
+        #expect(start.isolated)
+        #expect(start.commitDelayMs == defaultGroupCommitDelay * 1000 * 2)
+        let settings = try JSONDecoder().decode(Settings.self, from: Data(start.settingsJSON.utf8))
+        #expect(settings == Settings())
+        // Help, a missing value, an unknown option or no store: ArgumentParser's usual answer instead.
+        #expect(WorkerStart(arguments: ["--help"]) == nil)
+        #expect(WorkerStart(arguments: ["--store", store, "--settings-json"]) == nil)
+        #expect(WorkerStart(arguments: ["--store", store, "--settings-json", "{}", "--bogus", "1"]) == nil)
+        #expect(WorkerStart(arguments: ["--settings-json", "{}"]) == nil)
+        #expect(WorkerStart(arguments: ["--store", store, "--settings-json", "{}", "--commit-delay-ms", "soon"]) == nil)
     }
 }

@@ -47,7 +47,10 @@ long snap_http_status(const snap_http_transfer *transfer);
 const uint8_t *snap_http_body(const snap_http_transfer *transfer, size_t *length);
 /* The final answer's header block ("Name: value\r\n" lines, status line first). */
 const char *snap_http_headers(const snap_http_transfer *transfer, size_t *length);
-/* libcurl's words for a failure (never the URL). */
+/* *curl_code when libcurl itself could not be opened (it is loaded with the first request). */
+#define SNAP_HTTP_NOT_LOADED (-1)
+
+/* libcurl's words for a failure (never the URL), or why libcurl could not be opened. */
 const char *snap_http_error_text(int curl_code);
 
 #endif
