@@ -12,10 +12,37 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
 
 int snap_syncfs(int fd) { return syncfs(fd); }
+
+int
+snap_mark_top_directory(int fd, int *top)
+{
+	int flags = 0;
+	*top = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0)
+		return errno;
+	if (!(flags & FS_TOPDIR_FL)) {
+		flags |= FS_TOPDIR_FL;
+		if (ioctl(fd, FS_IOC_SETFLAGS, &flags) != 0)
+			return errno;
+	}
+	*top = 1;
+	return 0;
+}
+
+int
+snap_is_top_directory(int fd)
+{
+	int flags = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0)
+		return -1;
+	return (flags & FS_TOPDIR_FL) ? 1 : 0;
+}
 
 int
 snap_get_affinity(int tid, unsigned char *cpus, int count)

@@ -324,4 +324,23 @@ public enum FileSystem {
         defer { close(fd) }
         return snap_syncfs(fd) == 0 ? 0 : errno
     }
+
+    /// Marks the directory open as `fd` as the top of unrelated hierarchies (ext2/3/4's
+    /// `FS_TOPDIR_FL`, `chattr +T`): new subdirectories are spread over the filesystem's
+    /// block groups rather than packed beside it. Returns whether the flag is set; false
+    /// where the filesystem has no such flag (tmpfs, XFS) or the caller may not set it.
+    @discardableResult
+    public static func markTopDirectory(fd: Int32) -> Bool {
+        var top: Int32 = 0
+        return snap_mark_top_directory(fd, &top) == 0 && top != 0
+    }
+
+    /// Whether the directory at `path` has that flag; nil where the filesystem has no flags.
+    public static func isTopDirectory(_ path: String) -> Bool? {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let answer = snap_is_top_directory(fd)
+        return answer < 0 ? nil : answer == 1
+    }
 }

@@ -30,6 +30,20 @@ struct StoreTests {
         #expect(base.libvips == Vips.version)
     }
 
+    @Test("blobs/sha256 is marked as the top of unrelated directories where the filesystem has the flag (ext4)")
+    func fanOutSpread() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let plain = root + "/plain"
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+        guard let before = FileSystem.isTopDirectory(plain) else { return }  // tmpfs, XFS: no such flag
+        #expect(before == false)
+        _ = try Store(root: root + "/store")
+        #expect(FileSystem.isTopDirectory(root + "/store/blobs/sha256") == true)
+        #expect(FileSystem.isTopDirectory(root + "/store/manifests") == false)
+        #expect(FileSystem.isTopDirectory(root + "/store") == false)
+    }
+
     @Test("layout: blobs under their digest, manifest under its key, each blob stored once")
     func layout() throws {
         let root = Fixtures.tempDirectory()

@@ -47,6 +47,13 @@ int snap_rename_exchange(const char *a, const char *b);
 void snap_oom_first(void);
 /* syncfs(2): one flush of a whole filesystem, for group commits (not exported by Swift's Glibc). */
 int snap_syncfs(int fd);
+/* The directory `fd` as the top of unrelated hierarchies (FS_TOPDIR_FL, chattr +T): ext4's
+ * Orlov allocator then spreads its subdirectories over the disk's groups instead of
+ * packing them beside it. Returns 0, or an errno value (ENOTTY/EOPNOTSUPP: the filesystem
+ * has no such flag). `top` gets whether the flag is set afterwards. */
+int snap_mark_top_directory(int fd, int *top);
+/* Whether `fd` has FS_TOPDIR_FL: 1 or 0, or -1 where the filesystem has no flags. */
+int snap_is_top_directory(int fd);
 /* sched_getaffinity / sched_setaffinity(2) for one thread (tid 0: the caller),
  * with the CPU set as a plain array of `count` flags (cpu_set_t is built by macros
  * that Swift does not import). get returns the number of CPUs written, or -1;
