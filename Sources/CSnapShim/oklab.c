@@ -289,3 +289,74 @@ snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long co
 	snap_kmeans_body(pl, pa, pb, count, centres, k, iterations, assignment, best, nearest, sums, counts);
 }
 
+
+/* OKLab.inGamut of four colours, lane by lane: each lane all ones when its linear sRGB
+ * lies within -1e-4 ... 1 + 1e-4 (ordered comparisons: a NaN is outside, as in Swift). */
+SNAP_INLINE snap_v4l
+snap_in_gamut4(snap_v4d l, snap_v4d a, snap_v4d b)
+{
+	snap_v4d l1 = l + 0.3963377774 * a + 0.2158037573 * b;
+	snap_v4d m1 = l - 0.1055613458 * a - 0.0638541728 * b;
+	snap_v4d s1 = l - 0.0894841775 * a - 1.2914855480 * b;
+	snap_v4d l3 = l1 * l1 * l1, m3 = m1 * m1 * m1, s3 = s1 * s1 * s1;
+	snap_v4d c0 = 4.0767416621 * l3 - 3.3077115913 * m3 + 0.2309699292 * s3;
+	snap_v4d c1 = -1.2684380046 * l3 + 2.6097574011 * m3 - 0.3413193965 * s3;
+	snap_v4d c2 = -0.0041960863 * l3 - 0.7034186147 * m3 + 1.7076147010 * s3;
+	const double e = 1e-4, top = 1 + e;
+	return (c0 >= -e) & (c0 <= top) & (c1 >= -e) & (c1 <= top) & (c2 >= -e) & (c2 <= top);
+}
+
+/* OKLab.clippedToGamut of count interleaved colours, four at a time: lightness clamped to
+ * 0...1 (Swift's max then min, which keep -0.0), then, for a colour outside the gamut,
+ * sixteen halvings of the chroma scale. Every lane runs all sixteen steps; a lane inside
+ * from the start keeps its clamped colour, so each result is the Swift one's bits. */
+SNAP_INLINE void
+snap_gamut_clip_body(const double *in, long count, double *out)
+{
+	for (long i = 0; i < count; i += 4) {
+		int n = count - i < 4 ? (int)(count - i) : 4;
+		snap_v4d l = {0, 0, 0, 0}, a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+		for (int k = 0; k < n; k++) {
+			double v = in[3 * (i + k)];
+			v = v >= 0.0 ? v : 0.0;
+			l[k] = v < 1.0 ? v : 1.0;
+			a[k] = in[3 * (i + k) + 1];
+			b[k] = in[3 * (i + k) + 2];
+		}
+		snap_v4l inside = snap_in_gamut4(l, a, b);
+		snap_v4d scale = {1, 1, 1, 1};
+		if ((inside[0] & inside[1] & inside[2] & inside[3]) == 0) {
+			snap_v4d low = {0, 0, 0, 0}, high = {1, 1, 1, 1};
+			for (int step = 0; step < 16; step++) {
+				snap_v4d mid = (low + high) / 2;
+				snap_v4l fits = snap_in_gamut4(l, a * mid, b * mid);
+				low = (snap_v4d)((fits & (snap_v4l)mid) | (~fits & (snap_v4l)low));
+				high = (snap_v4d)((fits & (snap_v4l)high) | (~fits & (snap_v4l)mid));
+			}
+			scale = (snap_v4d)((inside & (snap_v4l)scale) | (~inside & (snap_v4l)low));
+		}
+		for (int k = 0; k < n; k++) {
+			out[3 * (i + k)] = l[k];
+			/* A colour inside keeps a and b themselves (not a * 1, which is the same bits anyway). */
+			out[3 * (i + k) + 1] = inside[k] ? a[k] : a[k] * scale[k];
+			out[3 * (i + k) + 2] = inside[k] ? b[k] : b[k] * scale[k];
+		}
+	}
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_gamut_clip_avx2(const double *in, long count, double *out)
+{
+	snap_gamut_clip_body(in, count, out);
+}
+#endif
+
+void
+snap_gamut_clip(const double *in, long count, double *out)
+{
+#if SNAP_DISPATCH
+	if (snap_cpu_has_avx2()) { snap_gamut_clip_avx2(in, count, out); return; }
+#endif
+	snap_gamut_clip_body(in, count, out);
+}

@@ -36,6 +36,17 @@ public enum OKLabKernels {
         }
     }
 
+    /// `OKLab.clippedToGamut` of each interleaved l, a, b colour.
+    public static func clippedToGamut(lab: [Double]) -> [Double] {
+        let count = lab.count / 3
+        return [Double](unsafeUninitializedCapacity: count * 3) { buffer, initialized in
+            lab.withUnsafeBufferPointer { input in
+                if count > 0 { snap_gamut_clip(input.baseAddress, count, buffer.baseAddress) }
+            }
+            initialized = count * 3
+        }
+    }
+
     /// Lloyd's k-means over the points with components `l`, `a`, `b` from `centres`
     /// (interleaved l, a, b), at most `iterations` rounds.
     public static func kMeansRefine(l: [Double], a: [Double], b: [Double], centres: [Double], iterations: Int) -> [Double] {

@@ -46,6 +46,40 @@ struct OKLabKernelTests {
         return grid
     }
 
+    /// Before: `DrawnGrid.shaped`, each colour clipped to the gamut by `OKLab.clippedToGamut`.
+    static func referenceShaped(_ grid: [OKLab], side n: Int, lift: DrawnGrid.Lift) -> [OKLab] {
+        let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
+        let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
+        func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
+            values[min(n - 1, max(0, y)) * n + min(n - 1, max(0, x))]
+        }
+        var lightness = [Double](repeating: 0, count: n * n)
+        for y in 0..<n {
+            for x in 0..<n {
+                var sum = 0.0
+                for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
+                let l = stretched[y * n + x]
+                lightness[y * n + x] = l + lift.local * (l - sum / 9)
+            }
+        }
+        if let threshold = lift.outline {
+            let before = lightness
+            for y in 0..<n {
+                for x in 0..<n {
+                    let l = before[y * n + x]
+                    let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
+                    if lightest - l > threshold { lightness[y * n + x] = l * lift.outlineDarken }
+                }
+            }
+        }
+        return grid.indices.map { i in
+            let c = grid[i], a = c.a * lift.chroma, b = c.b * lift.chroma
+            let lifted = OKLab(l: lightness[i], a: a, b: b).clippedToGamut
+            if lifted.chroma >= c.chroma { return lifted }
+            return OKLab(l: c.l, a: a, b: b).clippedToGamut
+        }
+    }
+
     /// Before: `OKLabQuantizer.kMeans` in plain Swift.
     static func referenceKMeans(_ points: [OKLab], k: Int, iterations: Int = 10) -> [OKLab] {
         func axis(_ p: OKLab, _ a: Int) -> Double { a == 0 ? p.l : a == 1 ? p.a : p.b }
@@ -145,10 +179,35 @@ struct OKLabKernelTests {
             let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
             let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
             #expect(Self.bits(grid) == Self.bits(Self.referenceGrid(rgb: rgb, side: side, factor: factor)), "square \(k)")
-            if let lift = DrawnGrid.Lift.of(.drawn) {
-                let reference = OKLab.rgb(DrawnGrid.shaped(Self.referenceGrid(rgb: rgb, side: side, factor: factor), side: side / factor, lift: lift))
-                #expect(DrawnGrid.cells(rgb: rgb, side: side, factor: factor, lift: lift) == reference, "square \(k)")
+            for style in [Settings.PixelStyle.drawn, .retro] {
+                guard let lift = DrawnGrid.Lift.of(style) else { continue }
+                let shaped = Self.referenceShaped(Self.referenceGrid(rgb: rgb, side: side, factor: factor), side: side / factor, lift: lift)
+                #expect(Self.bits(DrawnGrid.shaped(grid, side: side / factor, lift: lift)) == Self.bits(shaped), "square \(k), \(style)")
+                #expect(DrawnGrid.cells(rgb: rgb, side: side, factor: factor, lift: lift) == OKLab.rgb(shaped), "square \(k), \(style)")
             }
+        }
+    }
+
+    @Test("gamut clip: the same colours as OKLab.clippedToGamut, inside, outside, on the edges and at odd counts")
+    func gamutClip() {
+        var random = Random(state: 27)
+        var colours: [OKLab] = [.zero, OKLab(l: -0.0, a: 0, b: 0), OKLab(l: 1, a: 0, b: 0), OKLab(l: -0.0, a: 0.3, b: -0.2),
+                                OKLab(l: 1.2, a: 0.4, b: 0.1), OKLab(l: -0.3, a: -0.1, b: 0.05), OKLab(l: 0.5, a: .nan, b: 0),
+                                OKLab(l: .nan, a: 0.1, b: 0.1), OKLab(l: 0.7, a: .infinity, b: 0)]
+        for _ in 0..<4000 {
+            colours.append(OKLab(l: random.unit() * 1.6 - 0.3, a: random.unit() * 1.0 - 0.5, b: random.unit() * 1.0 - 0.5))
+        }
+        // Near the gamut's surface: in-gamut colours pushed a hair outwards.
+        for _ in 0..<2000 {
+            let c = OKLab(red: random.byte(), green: random.byte(), blue: random.byte())
+            let push = 1 + random.unit() * 1e-3
+            colours.append(OKLab(l: c.l, a: c.a * push, b: c.b * push))
+        }
+        for count in [colours.count, 1, 2, 3, 4, 5, 7, 0] {
+            let part = Array(colours.prefix(count))
+            let flat = part.flatMap { [$0.l, $0.a, $0.b] }
+            let clipped = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: flat))
+            #expect(Self.bits(clipped) == Self.bits(part.map(\.clippedToGamut)), "\(count) colours")
         }
     }
 

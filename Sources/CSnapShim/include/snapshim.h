@@ -208,6 +208,8 @@ void snap_oklab_image(const unsigned char *rgb, long count, const double *linear
 /* each factor x factor block's representative colour (DrawnGrid.representative) of a
  * side x side OKLab image, (side / factor)^2 cells, interleaved (scratch: 4 factor^2); */
 void snap_drawn_cells(const double *lab, int side, int factor, double *scratch, double *out);
+/* OKLab.clippedToGamut of count interleaved colours (in and out may not overlap); */
+void snap_gamut_clip(const double *in, long count, double *out);
 /* Lloyd's k-means from k interleaved centres (updated in place) over count points
  * (components pl, pa, pb), as OKLabQuantizer.kMeans (scratch: 2 count + k longs;
  * work: count + 3 k doubles). */
