@@ -12,7 +12,8 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
     /// else (`snapthumb decode-floor`, one process per job): what any thumbnailer of
     /// these files must at least spend. Non-JPEG files are skipped and not counted.
     case floor
-    /// Python Pillow's draft-mode (JPEG DCT-scaling) thumbnail, a multiprocessing pool of `jobs`.
+    /// Python Pillow's draft-mode (JPEG DCT-scaling) thumbnail, encoded in memory (as issue 27
+    /// measures it): one process at one job, a multiprocessing pool of `jobs` otherwise.
     case pillow
 
     /// Nil when the tool can run here; otherwise a sentence saying how to get it.
@@ -47,9 +48,10 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
     /// How many images a run made: the files in its output directory.
     func made(in output: String) -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
-        guard self == .floor else { return names.filter { !$0.hasPrefix(".") }.count }
-        // The decode loop writes its count instead of an image per file.
-        return names.filter { $0.hasPrefix(".decoded-") }.compactMap { name in
+        guard self != .vipsthumbnail else { return names.filter { !$0.hasPrefix(".") }.count }
+        // The decode loop and the Pillow script write their counts instead of an image per file.
+        let prefix = self == .floor ? ".decoded-" : ".made-"
+        return names.filter { $0.hasPrefix(prefix) }.compactMap { name in
             (try? String(contentsOfFile: "\(output)/\(name)", encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         }.reduce(0, +)
     }
@@ -65,10 +67,10 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
     }
 
     /// Pillow's fast path: draft() lets libjpeg scale by 1/2–1/8 while decoding,
-    /// then EXIF orientation, a centre crop to 100×100 (Lanczos) and a Q80 JPEG.
+    /// then EXIF orientation, a centre crop to 100×100 (Lanczos) and a Q80 JPEG in memory;
+    /// the count of images made goes to `<output>/.made-pillow`.
     static let pillowScript = """
-    import os, sys
-    from multiprocessing import Pool
+    import io, os, sys
     from PIL import Image, ImageOps
 
     def one(path):
@@ -77,16 +79,23 @@ public enum ReferenceTool: String, Sendable, CaseIterable {
                 img.draft("RGB", (200, 200))
                 img = ImageOps.exif_transpose(img).convert("RGB")
                 img = ImageOps.fit(img, (100, 100), Image.LANCZOS)
-                img.save(os.path.join(sys.argv[2], os.path.basename(path) + ".jpg"), "JPEG", quality=80)
-            return True
+                out = io.BytesIO()
+                img.save(out, "JPEG", quality=80)
+            return out.tell() > 0
         except Exception as error:
             sys.stderr.write("%s: %s\\n" % (path, error))
             return False
 
     if __name__ == "__main__":
-        jobs, files = int(sys.argv[1]), sys.argv[3:]
-        with Pool(jobs) as pool:
-            ok = sum(pool.imap_unordered(one, files, chunksize=4))
+        jobs, output, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+        if jobs <= 1:
+            ok = sum(map(one, files))
+        else:
+            from multiprocessing import Pool
+            with Pool(jobs) as pool:
+                ok = sum(pool.imap_unordered(one, files, chunksize=4))
+        with open(os.path.join(output, ".made-pillow"), "w") as f:
+            f.write("%d\\n" % ok)
         sys.exit(0 if ok == len(files) else 1)
     """
 }

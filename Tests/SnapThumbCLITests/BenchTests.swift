@@ -81,6 +81,13 @@ struct BenchTests {
         #expect(number("vipsthumbnail_cpu_ratio") > 0)
         let images = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.count
         #expect(doc["images"] as? Int == images)
+        // Pillow (where it is installed) thumbnails the samples it can read (every JPEG; not HEIC)
+        // in memory, and reports its count.
+        if ReferenceTool.pillow.unavailableReason == nil {
+            let made = doc["pillow_images"] as? Int ?? -1
+            #expect(made >= jpegs && made <= images, "\(made) of \(images)")
+            #expect(number("pillow_cpu_ms_per_image") > 0)
+        }
         let left = try FileManager.default.contentsOfDirectory(atPath: temp)
         #expect(left.isEmpty, "left behind: \(left)")
         #expect(result.stderr.contains("bench: round 1/1 snapthumb jobs 2"))
