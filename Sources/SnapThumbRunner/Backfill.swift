@@ -215,7 +215,7 @@ public struct Backfill: Sendable {
         switch isolation {
         case .threads:
             let loop = workerLoop
-            launch = .thread { input, output in loop.serve(input: input, output: output) }
+            launch = .thread { input, output in loop.serve(input: input, output: output, commitDelay: batchGroupCommitDelay) }
         case .processes(let executable):
             launch = .process(executable: executable, arguments: try workerArguments())
         }
@@ -234,7 +234,8 @@ public struct Backfill: Sendable {
     /// The `worker` command line that gives a child process exactly this pipeline,
     /// store and source reader (`WorkerCommandLine`, the one place it is made).
     public func workerArguments(isolated: Bool = false) throws -> [String] {
-        try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: reader, jobs: jobs, isolated: isolated)
+        try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: reader, jobs: jobs, isolated: isolated,
+                                        commitDelay: batchGroupCommitDelay)
     }
 
     /// The worker loop that runs this backfill's jobs (in a `worker` process, or on a thread here).
