@@ -46,32 +46,9 @@ struct OKLabKernelTests {
         return grid
     }
 
-    /// Before: `DrawnGrid.shaped`, each colour clipped to the gamut by `OKLab.clippedToGamut`.
+    /// Before: `DrawnGrid.shaped`'s last step, each colour clipped to the gamut by `OKLab.clippedToGamut`.
     static func referenceShaped(_ grid: [OKLab], side n: Int, lift: DrawnGrid.Lift) -> [OKLab] {
-        let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
-        let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
-        func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
-            values[min(n - 1, max(0, y)) * n + min(n - 1, max(0, x))]
-        }
-        var lightness = [Double](repeating: 0, count: n * n)
-        for y in 0..<n {
-            for x in 0..<n {
-                var sum = 0.0
-                for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
-                let l = stretched[y * n + x]
-                lightness[y * n + x] = l + lift.local * (l - sum / 9)
-            }
-        }
-        if let threshold = lift.outline {
-            let before = lightness
-            for y in 0..<n {
-                for x in 0..<n {
-                    let l = before[y * n + x]
-                    let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
-                    if lightest - l > threshold { lightness[y * n + x] = l * lift.outlineDarken }
-                }
-            }
-        }
+        let lightness = DrawnGrid.liftedLightness(grid, side: n, lift: lift)
         return grid.indices.map { i in
             let c = grid[i], a = c.a * lift.chroma, b = c.b * lift.chroma
             let lifted = OKLab(l: lightness[i], a: a, b: b).clippedToGamut

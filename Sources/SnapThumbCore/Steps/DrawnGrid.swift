@@ -80,6 +80,28 @@ enum DrawnGrid {
 
     /// Global and local lightness contrast, chroma, the optional outline, then the gamut.
     static func shaped(_ grid: [OKLab], side n: Int, lift: Lift) -> [OKLab] {
+        let lightness = liftedLightness(grid, side: n, lift: lift)
+        // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
+        var lifted = [Double](repeating: 0, count: 3 * grid.count)
+        for (i, c) in grid.enumerated() {
+            lifted[3 * i] = lightness[i]; lifted[3 * i + 1] = c.a * lift.chroma; lifted[3 * i + 2] = c.b * lift.chroma
+        }
+        var result = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: lifted))
+        // A saturated colour (an orange petal) moved in lightness leaves the gamut and
+        // the clip takes more chroma than the lift gave: keep its lightness instead.
+        let redo = grid.indices.filter { result[$0].chroma < grid[$0].chroma }
+        if !redo.isEmpty {
+            var again = [Double](repeating: 0, count: 3 * redo.count)
+            for (j, i) in redo.enumerated() {
+                again[3 * j] = grid[i].l; again[3 * j + 1] = lifted[3 * i + 1]; again[3 * j + 2] = lifted[3 * i + 2]
+            }
+            for (j, colour) in OKLab.interleaved(OKLabKernels.clippedToGamut(lab: again)).enumerated() { result[redo[j]] = colour }
+        }
+        return result
+    }
+
+    /// Each cell's lightness after the global stretch, the local contrast and the outline.
+    static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift) -> [Double] {
         let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
         let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
         func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
@@ -104,22 +126,6 @@ enum DrawnGrid {
                 }
             }
         }
-        // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
-        var lifted = [Double](repeating: 0, count: 3 * grid.count)
-        for (i, c) in grid.enumerated() {
-            lifted[3 * i] = lightness[i]; lifted[3 * i + 1] = c.a * lift.chroma; lifted[3 * i + 2] = c.b * lift.chroma
-        }
-        var result = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: lifted))
-        // A saturated colour (an orange petal) moved in lightness leaves the gamut and
-        // the clip takes more chroma than the lift gave: keep its lightness instead.
-        let redo = grid.indices.filter { result[$0].chroma < grid[$0].chroma }
-        if !redo.isEmpty {
-            var again = [Double](repeating: 0, count: 3 * redo.count)
-            for (j, i) in redo.enumerated() {
-                again[3 * j] = grid[i].l; again[3 * j + 1] = lifted[3 * i + 1]; again[3 * j + 2] = lifted[3 * i + 2]
-            }
-            for (j, colour) in OKLab.interleaved(OKLabKernels.clippedToGamut(lab: again)).enumerated() { result[redo[j]] = colour }
-        }
-        return result
+        return lightness
     }
 }
