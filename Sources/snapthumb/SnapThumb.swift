@@ -24,7 +24,7 @@ struct SnapThumb: ParsableCommand {
 
         Exit status: 0 all succeeded; 1 some input failed (verify: problems found); 2 usage error (before any work); 130/143 backfill or process interrupted by SIGINT/SIGTERM.
 
-        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, unreadable, io, conflict, timeout, poison, internal, store (a bucket store failed after retries: run again).
+        Failures print as '<file>: <code>: <message>' on stderr. Codes: unsupported, too-large, corrupt, budget, unsafe-name, unreadable, io, conflict, timeout, poison, internal, store (a bucket store failed after retries: run again), superseded (consume: the object was replaced before it was read; its newer notification does the work).
 
         Shell completions: snapthumb --generate-completion-script bash (or zsh, fish); Scripts/install.sh installs them and this page as snapthumb(1).
 

@@ -51,6 +51,12 @@ struct CommandLineTests {
         }
         let help = try CLI.run(["--help"])
         #expect(help.status == 0 && help.stdout.contains("backfill") && help.stdout.contains("Exit status"))
+        // Every failure code a file can end with is listed (config is a usage error, exit 2).
+        let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let codes = try #require(words.range(of: "Codes:")).upperBound
+        for code in ErrorCode.allCases where code != .config {
+            #expect(words[codes...].contains(" \(code.rawValue)"), "\(code.rawValue) is missing from snapthumb --help")
+        }
         let processHelp = try CLI.run(["process", "--help"])
         #expect(processHelp.stdout.contains("--budget-mode") && processHelp.stdout.contains("[default: 4096]"))
     }
