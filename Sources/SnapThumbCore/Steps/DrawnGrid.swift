@@ -83,20 +83,14 @@ enum DrawnGrid {
         let lightness = liftedLightness(grid, side: n, lift: lift)
         // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
         var lifted = [Double](repeating: 0, count: 3 * grid.count)
-        for (i, c) in grid.enumerated() {
-            lifted[3 * i] = lightness[i]; lifted[3 * i + 1] = c.a * lift.chroma; lifted[3 * i + 2] = c.b * lift.chroma
-        }
+        for (i, c) in grid.enumerated() { (lifted[3 * i], lifted[3 * i + 1], lifted[3 * i + 2]) = (lightness[i], c.a * lift.chroma, c.b * lift.chroma) }
         var result = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: lifted))
         // A saturated colour (an orange petal) moved in lightness leaves the gamut and
         // the clip takes more chroma than the lift gave: keep its lightness instead.
         let redo = grid.indices.filter { result[$0].chroma < grid[$0].chroma }
-        if !redo.isEmpty {
-            var again = [Double](repeating: 0, count: 3 * redo.count)
-            for (j, i) in redo.enumerated() {
-                again[3 * j] = grid[i].l; again[3 * j + 1] = lifted[3 * i + 1]; again[3 * j + 2] = lifted[3 * i + 2]
-            }
-            for (j, colour) in OKLab.interleaved(OKLabKernels.clippedToGamut(lab: again)).enumerated() { result[redo[j]] = colour }
-        }
+        var again = [Double](repeating: 0, count: 3 * redo.count)
+        for (j, i) in redo.enumerated() { (again[3 * j], again[3 * j + 1], again[3 * j + 2]) = (grid[i].l, lifted[3 * i + 1], lifted[3 * i + 2]) }
+        for (j, colour) in OKLab.interleaved(OKLabKernels.clippedToGamut(lab: again)).enumerated() { result[redo[j]] = colour }
         return result
     }
 
