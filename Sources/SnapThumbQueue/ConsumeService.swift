@@ -48,7 +48,8 @@ public final class ConsumeService: Service, Sendable {
     private let notifier: ServiceNotifier
 
     /// - Parameters:
-    ///   - workerArguments: the `worker` command line of the runner's processes (`Backfill.workerArguments()`).
+    ///   - workerArguments: the `worker` command line of the runner's processes (`WorkerCommandLine.arguments`,
+    ///     with the daemons' short commit delay).
     ///   - decode: reads a message's bucket events (``S3EventDecoder`` for SQS).
     public init(config: ConsumeConfiguration, queue: any MessageQueue, deadLetters: (any DeadLetterSink)?, scope: SourceScope,
                 decode: @escaping @Sendable (QueueMessage) -> [BucketEvent]? = { S3EventDecoder.decode($0.body) },
