@@ -38,6 +38,16 @@ public enum Fixtures {
 
     public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
+    /// The pid of a process that has exited and been reaped: what a dead worker's claim or
+    /// temp name carries.
+    public static func deadPID() throws -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/true")
+        try p.run()
+        p.waitUntilExit()
+        return p.processIdentifier
+    }
+
     public static func pipeline(_ edit: (inout Settings) -> Void = { _ in }) throws -> Pipeline {
         var settings = Settings()
         edit(&settings)

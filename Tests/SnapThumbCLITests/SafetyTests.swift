@@ -22,13 +22,6 @@ struct SafetyTests {
 
     static func digest(_ path: String) throws -> String { "sha256:" + SHA256.hex(try Fixtures.bytes(path)) }
 
-    static func deadPID() throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/true")
-        try p.run()
-        p.waitUntilExit()
-        return p.processIdentifier
-    }
 
     @Test func theETAOfAResumedBackfillCountsOnlyTheWorkThatRemains() {
         // 90 files skipped at once, 10 processed in 10 s: 1 file/s, 100 files to go.
@@ -189,7 +182,7 @@ struct SafetyTests {
         defer { Fixtures.remove(input); Fixtures.remove(store) }
         try Self.copy("snaps/grey.jpg", to: "\(input)/a.jpg")
         #expect(try CLI.run(["backfill", input, "--store", store]).status == 0)
-        let stray = "\(store)/manifests/.tmp-\(try Self.deadPID())-4-a.jpg.json"
+        let stray = "\(store)/manifests/.tmp-\(try Fixtures.deadPID())-4-a.jpg.json"
         let decoy = "\(store)/manifests/.tmp-editor-swap"
         FileManager.default.createFile(atPath: stray, contents: Data("{\"sche".utf8))
         FileManager.default.createFile(atPath: decoy, contents: Data())

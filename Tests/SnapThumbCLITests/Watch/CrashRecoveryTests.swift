@@ -6,19 +6,12 @@ import Glibc
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 import SnapThumbCore
 @testable import SnapThumbWatch
 
 /// Claims left by workers that died, built by hand so that each case is certain.
 @Suite(.serialized) struct CrashRecoveryTests {
-    /// A pid that belonged to a process that has exited.
-    func deadPID() throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/true")
-        try p.run()
-        p.waitUntilExit()
-        return p.processIdentifier
-    }
 
     func claim(_ h: WatchHarness, worker: String, name: String, bytes: [UInt8], lease: Lease?, leaseAge: Double = 0) throws {
         let dir = "\(h.uploads)/processing/\(worker)"
@@ -38,7 +31,7 @@ import SnapThumbCore
     @Test func deadWorkersClaimsAreTakenOverAndProcessedAlone() throws {
         let h = try WatchHarness()
         let host = WorkerIdentity.hostname()
-        let pid = try deadPID()
+        let pid = try Fixtures.deadPID()
         let image = try TestImages.jpeg(3)
         // Same host, process gone: back at once, attempt counted.
         try claim(h, worker: "\(host).\(pid)", name: "crashed-once.jpg", bytes: image,
@@ -75,7 +68,7 @@ import SnapThumbCore
 
     @Test func tempFilesOfDeadProcessesAreRemovedFromTheStoreAtStart() throws {
         let h = try WatchHarness()
-        let pid = try deadPID()
+        let pid = try Fixtures.deadPID()
         let blobs = "\(h.store)/blobs/sha256/ab"
         try FileManager.default.createDirectory(atPath: blobs, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: "\(h.store)/manifests", withIntermediateDirectories: true)

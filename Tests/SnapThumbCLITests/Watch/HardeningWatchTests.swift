@@ -93,11 +93,7 @@ import ServiceLifecycleTestKit
 
     /// Leaves claims of a worker that died (its pid is gone) holding `files`.
     func deadWorkerClaims(_ h: WatchHarness, _ files: [String: [UInt8]]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/true")
-        try p.run()
-        p.waitUntilExit()
-        let dir = "\(h.uploads)/processing/\(WorkerIdentity.hostname()).\(p.processIdentifier)"
+        let dir = "\(h.uploads)/processing/\(WorkerIdentity.hostname()).\(try Fixtures.deadPID())"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         for (name, bytes) in files { try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)")) }
     }

@@ -6,24 +6,17 @@ import Glibc
 @testable import SnapThumbConfig
 import Foundation
 import Testing
+import SnapThumbTesting
 import SnapThumbCore
 @testable import SnapThumbWatch
 
 /// Issue 13: `watch` touches only what is its own, never overwrites an upload, and
 /// refuses operator mistakes before any work.
 @Suite(.serialized) struct WatchSafetyTests {
-    /// The pid of a process that has exited (and been reaped).
-    static func deadPID() throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/true")
-        try p.run()
-        p.waitUntilExit()
-        return p.processIdentifier
-    }
 
     @Test func cleanUpRemovesOnlyItsOwnTempNamesAndNeverRecursesIntoTheMetricsDirectory() throws {
         let h = try WatchHarness()
-        let dead = try Self.deadPID()
+        let dead = try Fixtures.deadPID()
         let textfiles = "\(h.root)/textfiles"
         try FileManager.default.createDirectory(atPath: "\(textfiles)/other-tool", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: "\(h.store)/manifests", withIntermediateDirectories: true)
