@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <jpeglib.h>
 #include <jerror.h>
+#include "jpeg_entropy.h"
 
 /* ---- JPEG decoding straight with libjpeg ----
  * The same library, scale factor and defaults as libvips' jpegload with
@@ -26,6 +27,12 @@ struct snap_jpeg {
 	size_t exif_len;
 	unsigned char *icc;          /* assembled from APP2 chunks (malloc) */
 	size_t icc_len;
+	const unsigned char *source; /* the file, for a second reading */
+	size_t source_len;
+	struct snap_entropy *entropy; /* our Huffman decoder (malloc), or NULL */
+	int entropy_used;            /* the last decode's coefficients came from it */
+	int libjpeg_entropy;         /* it deferred: libjpeg's own decoder from now on */
+	int deferred;
 };
 
 static void
@@ -129,6 +136,8 @@ snap_jpeg_open(const void *buf, size_t len, int fail_on, snap_jpeg **out, snap_j
 	jpeg_create_decompress(&j->cinfo);
 	j->progress.progress_monitor = snap_jpeg_progress;
 	j->cinfo.progress = &j->progress;
+	j->source = (const unsigned char *) buf;
+	j->source_len = len;
 	jpeg_mem_src(&j->cinfo, (const unsigned char *) buf, (unsigned long) len);
 	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 1, 0xFFFF);
 	jpeg_save_markers(&j->cinfo, JPEG_APP0 + 2, 0xFFFF);
@@ -174,6 +183,36 @@ snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes)
 	return 0;
 }
 
+/* libjpeg's decode_mcu, ours (jpeg_entropy.c). A file it leaves to libjpeg ends
+ * this decode; the caller reads the file again and decodes it with libjpeg's. */
+static boolean
+snap_jpeg_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *blocks)
+{
+	struct snap_jpeg *j = (struct snap_jpeg *) cinfo->client_data;
+	if (snap_entropy_decode_mcu(j->entropy, blocks) != SNAP_ENTROPY_OK) {
+		j->deferred = 1;
+		longjmp(j->jump, 1);
+	}
+	return TRUE;
+}
+
+/* Back to the header, for libjpeg's own Huffman decoder. */
+static int
+snap_jpeg_reread(struct snap_jpeg *j)
+{
+	if (setjmp(j->jump))
+		return -1;
+	jpeg_abort_decompress(&j->cinfo);
+	j->libjpeg_entropy = 1;
+	j->deferred = 0;
+	j->entropy_used = 0;
+	j->exif = NULL;
+	j->exif_len = 0;
+	jpeg_mem_src(&j->cinfo, j->source, (unsigned long) j->source_len);
+	jpeg_read_header(&j->cinfo, TRUE);
+	return 0;
+}
+
 /* Decodes into `pixels` (at least `capacity` bytes, or NULL to malloc), packed
  * to the kept width. With a region (region[2] > 0: x, y, width, height in the
  * kept image), only that part comes out: libjpeg skips the IDCT and colour
@@ -192,11 +231,21 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 		if (pixels != given)
 			free(pixels);
 		free(rows);
-		return -1;
+		return j->deferred ? -2 : -1;
 	}
 	struct jpeg_decompress_struct *c = &j->cinfo;
 	snap_jpeg_setup(j, shrink);
 	jpeg_start_decompress(c);
+	/* Our Huffman decoder for a baseline single-scan file; libjpeg's otherwise. */
+	j->entropy_used = 0;
+	if (!j->libjpeg_entropy) {
+		if (!j->entropy)
+			j->entropy = malloc(sizeof(*j->entropy));
+		if (j->entropy && snap_entropy_start(j->entropy, c) == 0) {
+			c->entropy->decode_mcu = snap_jpeg_decode_mcu;
+			j->entropy_used = 1;
+		}
+	}
 	/* libvips rounds a shrunk size down; libjpeg up. Keep libvips' size. */
 	int w = (int) (c->image_width / (unsigned) shrink), h = (int) (c->image_height / (unsigned) shrink);
 	int n = c->output_components;
@@ -273,10 +322,29 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 	return 0;
 }
 
+/* A decode, and again with libjpeg's Huffman decoder if ours left the file to it
+ * (damaged, or unusual in a way libjpeg has its own answer for). */
+static int
+snap_jpeg_decode_any(snap_jpeg *j, int shrink, unsigned char *given, size_t capacity, unsigned char **out,
+                     int *width, int *height, int *bands, int *cmyk, int *region)
+{
+	int asked[4] = { 0, 0, 0, 0 };
+	if (region)
+		memcpy(asked, region, sizeof(asked));
+	int status = snap_jpeg_decode_to(j, shrink, given, capacity, out, width, height, bands, cmyk, region);
+	if (status != -2)
+		return status;
+	if (snap_jpeg_reread(j) != 0)
+		return -1;
+	if (region)
+		memcpy(region, asked, sizeof(asked));
+	return snap_jpeg_decode_to(j, shrink, given, capacity, out, width, height, bands, cmyk, region);
+}
+
 int
 snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, int *height, int *bands, int *cmyk)
 {
-	return snap_jpeg_decode_to(j, shrink, NULL, 0, out, width, height, bands, cmyk, NULL);
+	return snap_jpeg_decode_any(j, shrink, NULL, 0, out, width, height, bands, cmyk, NULL);
 }
 
 int
@@ -284,8 +352,11 @@ snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t ca
                       int *width, int *height, int *bands, int *cmyk, int *region)
 {
 	unsigned char *out;
-	return snap_jpeg_decode_to(j, shrink, pixels, capacity, &out, width, height, bands, cmyk, region);
+	return snap_jpeg_decode_any(j, shrink, pixels, capacity, &out, width, height, bands, cmyk, region);
 }
+
+int snap_jpeg_entropy_used(snap_jpeg *j) { return j ? j->entropy_used : 0; }
+void snap_jpeg_libjpeg_entropy(snap_jpeg *j) { if (j) j->libjpeg_entropy = 1; }
 
 const char *snap_jpeg_message_text(snap_jpeg *j) { return j ? j->message : "out of memory"; }
 void snap_jpeg_kill(snap_jpeg *j) { if (j) __atomic_store_n(&j->killed, 1, __ATOMIC_RELAXED); }
@@ -297,5 +368,6 @@ snap_jpeg_close(snap_jpeg *j)
 		return;
 	jpeg_destroy_decompress(&j->cinfo);
 	free(j->icc);
+	free(j->entropy);
 	free(j);
 }

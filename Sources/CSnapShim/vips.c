@@ -319,7 +319,8 @@ int snap_bandjoin_alpha255(VipsImage *in, VipsImage **out)
 { return vips_bandjoin_const1(in, out, 255.0, NULL); }
 
 int
-snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace)
+snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace,
+              int restart_interval)
 {
 	return vips_jpegsave_buffer(in, buf, len,
 		"Q", quality,
@@ -327,6 +328,7 @@ snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_
 		"optimize_coding", optimize_coding ? TRUE : FALSE,
 		"interlace", interlace ? TRUE : FALSE,
 		"subsample_mode", (VipsForeignSubsample) subsample,
+		"restart_interval", restart_interval,
 		NULL);
 }
 

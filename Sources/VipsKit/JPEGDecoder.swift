@@ -34,8 +34,11 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {  // @unchecked: 
     public let iccProfile: [UInt8]?
 
     /// Reads the header.
-    /// - Parameter failOn: libvips' `fail_on` level (0 none, 1 truncated, 2 error, 3 warning).
-    public init(_ source: SourceBuffer, failOn: Int) throws {
+    /// - Parameters:
+    ///   - failOn: libvips' `fail_on` level (0 none, 1 truncated, 2 error, 3 warning).
+    ///   - ownHuffmanDecoder: false decodes with libjpeg's Huffman decoder alone,
+    ///     the reference ours is tested against.
+    public init(_ source: SourceBuffer, failOn: Int, ownHuffmanDecoder: Bool = true) throws {
         var raw: OpaquePointer?
         var info = snap_jpeg_info()
         let status = source.withBytes { snap_jpeg_open($0.baseAddress, $0.count, Int32(failOn), &raw, &info) }
@@ -45,6 +48,7 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {  // @unchecked: 
             throw VipsError(operation: "jpeg_header", message: message)
         }
         handle = raw
+        if !ownHuffmanDecoder { snap_jpeg_libjpeg_entropy(raw) }
         self.source = source
         width = Int(info.width)
         height = Int(info.height)
@@ -123,6 +127,11 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {  // @unchecked: 
     }
 
     public func kill() { snap_jpeg_kill(handle) }
+
+    /// Whether the last decode's Huffman decoding was SnapThumb's own (a baseline
+    /// single-scan file it read to the end, with libjpeg's coefficients) rather than
+    /// libjpeg's, which takes progressive files and every file ours leaves to it.
+    public var usedOwnHuffmanDecoder: Bool { snap_jpeg_entropy_used(handle) != 0 }
 }
 
 /// A rectangle of an image, in pixels.

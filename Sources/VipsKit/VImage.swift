@@ -203,11 +203,14 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
 
     // MARK: Output
 
-    /// A stripped JPEG: baseline, or progressive when `progressive`.
-    public func jpeg(quality: Int, optimizeCoding: Bool = true, subsample: Subsample = .auto, progressive: Bool = false) throws -> [UInt8] {
+    /// A stripped JPEG: baseline, or progressive when `progressive`; with restart
+    /// markers every `restartInterval` MCUs when it is above 0.
+    public func jpeg(quality: Int, optimizeCoding: Bool = true, subsample: Subsample = .auto, progressive: Bool = false,
+                     restartInterval: Int = 0) throws -> [UInt8] {
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard snap_jpegsave(pointer, &buffer, &length, Int32(quality), optimizeCoding ? 1 : 0, subsample.vipsValue, progressive ? 1 : 0) == 0,
+        guard snap_jpegsave(pointer, &buffer, &length, Int32(quality), optimizeCoding ? 1 : 0, subsample.vipsValue, progressive ? 1 : 0,
+                            Int32(restartInterval)) == 0,
               let buffer
         else { throw Vips.takeError("jpegsave") }
         defer { snap_g_free(buffer) }

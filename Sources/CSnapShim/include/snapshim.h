@@ -82,7 +82,8 @@ int snap_from_memory(const void *pixels, int width, int height, int bands, int c
 /* Cancel the computation of an image from another thread. */
 void snap_kill(VipsImage *image);
 /* Encode a stripped JPEG (progressive if interlace). subsample: VipsForeignSubsample. */
-int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace);
+int snap_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int optimize_coding, int subsample, int interlace,
+                  int restart_interval);
 /* A stripped 8-bit 4:4:4 HEIF of `in`: AV1 (AVIF, libheif's aom encoder) when av1
  * is set, else HEVC (HEIC, x265). quality 1–100, effort 0–9 (libheif speed 9 - effort).
  * Free the buffer with snap_g_free. */
@@ -103,7 +104,7 @@ typedef struct {
 	int width, height, components;
 	int colour_space;          /* J_COLOR_SPACE: 1 grey, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK */
 	int multiscan;             /* progressive: every coefficient is held in memory */
-	const unsigned char *exif; /* first APP1 "Exif" payload, valid until close */
+	const unsigned char *exif; /* first APP1 "Exif" payload, valid until the first decode */
 	size_t exif_len;
 	const unsigned char *icc;  /* assembled ICC profile, valid until close */
 	size_t icc_len;
@@ -122,6 +123,11 @@ int snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes);
 int snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
                           int *width, int *height, int *bands, int *cmyk, int *region);
 const char *snap_jpeg_message_text(snap_jpeg *j);
+/* 1 when the last decode's Huffman decoding was SnapThumb's (jpeg_entropy.c:
+ * baseline single-scan files it decoded to the end), 0 when it was libjpeg's. */
+int snap_jpeg_entropy_used(snap_jpeg *j);
+/* Decodes with libjpeg's Huffman decoder only: the reference the tests hold ours to. */
+void snap_jpeg_libjpeg_entropy(snap_jpeg *j);
 /* From any thread: the decode stops at its next row band with "killed". */
 void snap_jpeg_kill(snap_jpeg *j);
 void snap_jpeg_close(snap_jpeg *j);

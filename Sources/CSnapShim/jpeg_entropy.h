@@ -1,0 +1,47 @@
+/* The baseline Huffman decoder that stands in for libjpeg's (jpeg_entropy.c). */
+#ifndef SNAP_JPEG_ENTROPY_H
+#define SNAP_JPEG_ENTROPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jpeglib.h>
+#include <jpegint.h>
+
+enum { SNAP_ENTROPY_OK = 0, SNAP_ENTROPY_DEFER = 1 };
+
+struct snap_huff {
+	uint32_t dc[1 << 9];         /* DC: see jpeg_entropy.c */
+	uint64_t ac[1 << 10];        /* AC: see jpeg_entropy.c */
+	int maxcode[18];
+	int valoffset[18];
+	uint8_t huffval[256];
+};
+
+struct snap_entropy {
+	struct snap_huff dc_tables[NUM_HUFF_TBLS], ac_tables[NUM_HUFF_TBLS];
+	char dc_used[NUM_HUFF_TBLS], ac_used[NUM_HUFF_TBLS];
+	const struct snap_huff *block_dc[D_MAX_BLOCKS_IN_MCU], *block_ac[D_MAX_BLOCKS_IN_MCU];
+	int block_component[D_MAX_BLOCKS_IN_MCU];
+	char dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
+	int blocks;
+	const uint8_t *next, *end;   /* the entropy-coded data not yet in `acc` */
+	uint64_t acc;                /* the next bits, first at the top */
+	int bits;                    /* bits in acc, padding included */
+	int pad;                     /* zero bits after a marker at the bottom of acc */
+	int marker;                  /* the marker code that ends the data; -1 the buffer's end */
+	const uint8_t *marker_at;
+	int last_dc[MAX_COMPS_IN_SCAN];
+	unsigned int restart_interval, restarts_to_go;
+	int next_restart;
+};
+
+/* After jpeg_start_decompress of a single-scan baseline file: builds the tables
+ * and reads from the source's position. -1 for files it does not decode
+ * (progressive, arithmetic, several scans, ...): leave those to libjpeg. */
+int snap_entropy_start(struct snap_entropy *e, j_decompress_ptr c);
+/* libjpeg's decode_mcu: the coefficients of one MCU into `blocks` (NULL to skip
+ * them). SNAP_ENTROPY_DEFER: this file must be decoded by libjpeg instead. */
+int snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks);
+
+#endif
