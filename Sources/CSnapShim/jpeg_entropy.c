@@ -62,6 +62,21 @@ snap_short_code(const struct snap_huff *t, unsigned int bits, int width, int *le
 	return -1;
 }
 
+/* Every code of `h` up to `width` bits, as a `width`-bit look-up of
+ * length | symbol << 8 (0 where a longer code starts): each code fills the
+ * entries it is a prefix of. */
+static void
+snap_short_codes(const JHUFF_TBL *h, int width, uint16_t *single)
+{
+	memset(single, 0, sizeof(uint16_t) << width);
+	unsigned int code = 0;
+	int p = 0;
+	for (int l = 1; l <= width; l++, code <<= 1)
+		for (int n = h->bits[l]; n > 0; n--, code++, p++)
+			for (unsigned int i = code << (width - l), last = (code + 1) << (width - l); i < last; i++)
+				single[i] = (uint16_t) (l | h->huffval[p] << 8);
+}
+
 /* The canonical code of `h` (Figures C.1 and F.15 of the standard, as libjpeg
  * derives it), then the look-up tables. Returns -1 when the table is not one
  * libjpeg accepted. */
@@ -94,8 +109,10 @@ snap_entropy_table(const JHUFF_TBL *h, int dc, struct snap_huff *t)
 		for (int i = 0; i < p; i++)
 			if (h->huffval[i] > 15)
 				return -1;
+		uint16_t single[1 << DC_BITS];
+		snap_short_codes(h, DC_BITS, single);
 		for (unsigned int i = 0; i < (1u << DC_BITS); i++) {
-			int l, s = snap_short_code(t, i, DC_BITS, &l);
+			int l = single[i] & 31, s = single[i] >> 8;
 			if (l == 0)
 				t->dc[i] = 0;
 			else if (l + s <= DC_BITS) {
@@ -109,10 +126,7 @@ snap_entropy_table(const JHUFF_TBL *h, int dc, struct snap_huff *t)
 	}
 	/* One symbol per index first (length | symbol << 8), then the entries. */
 	uint16_t single[1 << AC_BITS];
-	for (unsigned int i = 0; i < (1u << AC_BITS); i++) {
-		int l, sym = snap_short_code(t, i, AC_BITS, &l);
-		single[i] = (uint16_t) (l ? (l | sym << 8) : 0);
-	}
+	snap_short_codes(h, AC_BITS, single);
 	for (unsigned int i = 0; i < (1u << AC_BITS); i++) {
 		int l = single[i] & 31, sym = single[i] >> 8;
 		if (l == 0) {
