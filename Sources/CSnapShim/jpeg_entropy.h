@@ -31,6 +31,7 @@ struct snap_entropy {
 	int pad;                     /* zero bits after a marker at the bottom of acc */
 	int marker;                  /* the marker code that ends the data; -1 the buffer's end */
 	const uint8_t *marker_at;
+	const uint8_t *safe;         /* 8 bytes from here hold no 0xFF (NULL: none)*/
 	int last_dc[MAX_COMPS_IN_SCAN];
 	unsigned int restart_interval, restarts_to_go;
 	int next_restart;
