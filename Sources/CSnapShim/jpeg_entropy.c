@@ -28,7 +28,7 @@
 
 /* DC look-up entries (9 bits): the bits to drop in bits 0-4; with KIND_PART
  * only the code is dropped and the magnitude's size is in bits 8-11, otherwise
- * the value is in bits 16-31. 0: a longer code.
+ * the value is in bits 16-31; KIND_PART with length 0: a longer code.
  *
  * AC look-up entries (10 bits) decode up to two coefficients and the end of the
  * block at once: bits 0-4 the bits to drop, 5-6 the kind. A KIND_RUN entry has
@@ -38,9 +38,13 @@
  * second). An end of block alone is a KIND_RUN entry too, with NO_COEFFICIENT (bit
  * 19: its stores go to a scratch block), so that the decoding loop has one way
  * out of a block. KIND_SYMBOL is a code whose magnitude bits do not fit (its
- * symbol in bits 8-15); 0 a code longer than 10 bits. */
+ * symbol in bits 8-15); length 0 a code longer than 10 bits. Those two have a
+ * span of 63 (NOT_A_RUN), so that one test, the span against the block's end,
+ * sends every entry that is not a run the slow way. */
 enum { KIND_RUN = 0, KIND_SYMBOL = 2 << 5, KIND_PART = 3 << 5, KIND_MASK = 3 << 5 };
 #define END_OF_BLOCK (1u << 18)
+/* The span of an entry that is not a KIND_RUN: it never passes the fast test. */
+#define NOT_A_RUN ((uint64_t) 63 << 20)
 #define NO_COEFFICIENT (1u << 19)
 
 static inline int
@@ -118,7 +122,7 @@ snap_entropy_table(const JHUFF_TBL *h, int dc, struct snap_huff *t)
 		for (unsigned int i = 0; i < (1u << DC_BITS); i++) {
 			int l = single[i] & 31, s = single[i] >> 8;
 			if (l == 0)
-				t->dc[i] = 0;
+				t->dc[i] = KIND_PART;
 			else if (l + s <= DC_BITS) {
 				unsigned int v = s ? (i >> (DC_BITS - l - s)) & ((1u << s) - 1) : 0;
 				int value = s ? snap_extend(v, s) : 0;
@@ -134,18 +138,18 @@ snap_entropy_table(const JHUFF_TBL *h, int dc, struct snap_huff *t)
 	for (unsigned int i = 0; i < (1u << AC_BITS); i++) {
 		int l = single[i] & 31, sym = single[i] >> 8;
 		if (l == 0) {
-			t->ac[i] = 0;
+			t->ac[i] = NOT_A_RUN;
 			continue;
 		}
 		int r = sym >> 4, s = sym & 15;
 		if (s == 0) {
 			/* ZRL (a run of 16 zeros) takes the symbol path; any other
 			 * size-0 symbol ends the block, as in libjpeg. */
-			t->ac[i] = r == 15 ? ((uint64_t) l | KIND_SYMBOL | (uint64_t) sym << 8) : ((uint64_t) l | KIND_RUN | END_OF_BLOCK | NO_COEFFICIENT);
+			t->ac[i] = r == 15 ? ((uint64_t) l | KIND_SYMBOL | (uint64_t) sym << 8 | NOT_A_RUN) : ((uint64_t) l | KIND_RUN | END_OF_BLOCK | NO_COEFFICIENT);
 			continue;
 		}
 		if (l + s > AC_BITS) {
-			t->ac[i] = (uint64_t) l | KIND_SYMBOL | (uint64_t) sym << 8;
+			t->ac[i] = (uint64_t) l | KIND_SYMBOL | (uint64_t) sym << 8 | NOT_A_RUN;
 			continue;
 		}
 		int used = l + s;
@@ -365,12 +369,12 @@ snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks)
 		FILL();
 		int diff;
 		uint32_t d = dc->dc[acc >> (64 - DC_BITS)];
-		if (__builtin_expect((d & KIND_MASK) == 0 && d != 0, 1)) {
+		if (__builtin_expect((d & KIND_MASK) == 0, 1)) {
 			DROP(d & 31);
 			diff = (int16_t) (d >> 16);
 		} else {
 			int s;
-			if (d) {
+			if (d & 31) {
 				DROP(d & 31);
 				s = (int) ((d >> 8) & 15);
 			} else if ((s = snap_long_code(&acc, &bits, dc, DC_BITS + 1)) < 0)
@@ -397,7 +401,7 @@ snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks)
 		for (;;) {
 			FILL();
 			uint64_t a = table[acc >> (64 - AC_BITS)];
-			if (__builtin_expect((a & KIND_MASK) == KIND_RUN && (a & 31) && k + (int) ((a >> 20) & 63) < 63, 1)) {
+			if (__builtin_expect(k + (int) ((a >> 20) & 63) < 63, 1)) {
 				DROP(a & 31);
 				JCOEF *to = (a & NO_COEFFICIENT) ? scratch : out;
 				k += (int) ((a >> 8) & 31);
