@@ -11,8 +11,10 @@
 enum { SNAP_ENTROPY_OK = 0, SNAP_ENTROPY_DEFER = 1 };
 
 struct snap_huff {
-	uint32_t dc[1 << 9];         /* DC: see jpeg_entropy.c */
-	uint64_t ac[1 << 10];        /* AC: see jpeg_entropy.c */
+	union {
+		uint32_t dc[1 << 9];     /* DC: see jpeg_entropy.c */
+		uint64_t ac[1 << 10];    /* AC: see jpeg_entropy.c */
+	};
 	int maxcode[18];
 	int valoffset[18];
 	uint8_t huffval[256];
