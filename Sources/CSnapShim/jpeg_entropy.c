@@ -196,6 +196,23 @@ snap_entropy_safe(const struct snap_entropy *e)
 	return ff - e->next >= 8 ? ff - 8 : NULL;
 }
 
+/* The state at the start of the scan or after a restart marker: the data from
+ * `next`, an empty bit buffer, DC predictions 0, a full restart interval. */
+static void
+snap_entropy_reset(struct snap_entropy *e, const uint8_t *next)
+{
+	e->next = next;
+	e->acc = 0;
+	e->bits = 0;
+	e->pad = 0;
+	e->marker = 0;
+	e->marker_at = NULL;
+	for (int i = 0; i < MAX_COMPS_IN_SCAN; i++)
+		e->last_dc[i] = 0;
+	e->restarts_to_go = e->restart_interval;
+	e->safe = snap_entropy_safe(e);
+}
+
 /* The tables of the last few Huffman tables this thread decoded with: cameras
  * and most encoders write the same standard tables into every file, and
  * building the look-ups took about 0.6 % of a backfill. A hit is copied. Fixed
@@ -269,19 +286,10 @@ snap_entropy_start(struct snap_entropy *e, j_decompress_ptr c)
 		e->ac_needed[b] = comp->component_needed && comp->DCT_scaled_size > 1;
 	}
 	e->blocks = c->blocks_in_MCU;
-	e->next = c->src->next_input_byte;
-	e->end = e->next + c->src->bytes_in_buffer;
-	e->acc = 0;
-	e->bits = 0;
-	e->pad = 0;
-	e->marker = 0;
-	e->marker_at = NULL;
-	for (int i = 0; i < 4; i++)
-		e->last_dc[i] = 0;
+	e->end = c->src->next_input_byte + c->src->bytes_in_buffer;
 	e->restart_interval = c->restart_interval;
-	e->restarts_to_go = c->restart_interval;
 	e->next_restart = 0;
-	e->safe = snap_entropy_safe(e);
+	snap_entropy_reset(e, c->src->next_input_byte);
 	return 0;
 }
 
@@ -347,17 +355,8 @@ snap_entropy_restart(struct snap_entropy *e)
 	const uint8_t *p = e->marker_at;
 	while (*p == 0xFF)
 		p++;
-	e->next = p + 1;
-	e->acc = 0;
-	e->bits = 0;
-	e->pad = 0;
-	e->marker = 0;
-	e->marker_at = NULL;
-	for (int i = 0; i < 4; i++)
-		e->last_dc[i] = 0;
-	e->restarts_to_go = e->restart_interval;
 	e->next_restart = (e->next_restart + 1) & 7;
-	e->safe = snap_entropy_safe(e);
+	snap_entropy_reset(e, p + 1);
 	return SNAP_ENTROPY_OK;
 }
 
