@@ -10,20 +10,28 @@
 
 enum { SNAP_ENTROPY_OK = 0, SNAP_ENTROPY_DEFER = 1 };
 
+/* A Huffman table's canonical code (for codes longer than a look-up). */
 struct snap_huff {
-	union {
-		uint32_t dc[1 << 9];     /* DC: see jpeg_entropy.c */
-		uint64_t ac[1 << 10];    /* AC: see jpeg_entropy.c */
-	};
 	int maxcode[18];
 	int valoffset[18];
 	uint8_t huffval[256];
 };
+/* The look-ups: see jpeg_entropy.c. */
+struct snap_dc_table {
+	struct snap_huff code;
+	uint32_t look[1 << 9];
+};
+struct snap_ac_table {
+	struct snap_huff code;
+	uint32_t look[1 << 12];
+};
 
 struct snap_entropy {
-	struct snap_huff dc_tables[NUM_HUFF_TBLS], ac_tables[NUM_HUFF_TBLS];
+	struct snap_dc_table dc_tables[NUM_HUFF_TBLS];
+	struct snap_ac_table ac_tables[NUM_HUFF_TBLS];
 	char dc_used[NUM_HUFF_TBLS], ac_used[NUM_HUFF_TBLS];
-	const struct snap_huff *block_dc[D_MAX_BLOCKS_IN_MCU], *block_ac[D_MAX_BLOCKS_IN_MCU];
+	const struct snap_dc_table *block_dc[D_MAX_BLOCKS_IN_MCU];
+	const struct snap_ac_table *block_ac[D_MAX_BLOCKS_IN_MCU];
 	int block_component[D_MAX_BLOCKS_IN_MCU];
 	char dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
 	int blocks;

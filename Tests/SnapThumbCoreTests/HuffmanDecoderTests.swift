@@ -50,6 +50,19 @@ import VipsKit
                 }
             }
         }
+        // Noise at Q100 with optimised tables: large AC values are common, so their
+        // symbols get short codes, and look-up entries meet magnitudes past ±127.
+        var random = OKLabKernelTests.Random(state: 100)
+        let noise = (0..<(96 * 64 * 3)).map { _ in random.byte() }
+        out.append(("noise Q100", try VImage.fromRGB(noise, width: 96, height: 64).jpeg(quality: 100, subsample: .off)))
+        // A ramp across every 8 pixels at Q100: most blocks' first AC coefficient is
+        // about -180, size 8, so the most common symbol gets a short code and its
+        // magnitude fits a look-up entry but not the entry's 8-bit value.
+        let ramp = (0..<(96 * 64)).flatMap { i -> [UInt8] in
+            let v = UInt8(90 + 70 * (i % 96 % 8) / 7)
+            return [v, v, v]
+        }
+        out.append(("ramp Q100", try VImage.fromRGB(ramp, width: 96, height: 64).jpeg(quality: 100, subsample: .off)))
         return out
     }
 
