@@ -205,7 +205,6 @@ snap_jpeg_reread(struct snap_jpeg *j)
 	jpeg_abort_decompress(&j->cinfo);
 	j->libjpeg_entropy = 1;
 	j->deferred = 0;
-	j->entropy_used = 0;
 	j->exif = NULL;
 	j->exif_len = 0;
 	jpeg_mem_src(&j->cinfo, j->source, (unsigned long) j->source_len);
@@ -328,16 +327,12 @@ static int
 snap_jpeg_decode_any(snap_jpeg *j, int shrink, unsigned char *given, size_t capacity, unsigned char **out,
                      int *width, int *height, int *bands, int *cmyk, int *region)
 {
-	int asked[4] = { 0, 0, 0, 0 };
-	if (region)
-		memcpy(asked, region, sizeof(asked));
+	/* region[] is written only when a decode succeeds. */
 	int status = snap_jpeg_decode_to(j, shrink, given, capacity, out, width, height, bands, cmyk, region);
 	if (status != -2)
 		return status;
 	if (snap_jpeg_reread(j) != 0)
 		return -1;
-	if (region)
-		memcpy(region, asked, sizeof(asked));
 	return snap_jpeg_decode_to(j, shrink, given, capacity, out, width, height, bands, cmyk, region);
 }
 

@@ -51,22 +51,6 @@ snap_extend(unsigned int v, int s)
 	return v < (1u << (s - 1)) ? (int) v + (int) ((~0u << s) + 1) : (int) v;
 }
 
-/* The symbol of the code at the top of the `width` bits of `bits`, from the
- * short codes of `t`; its length in *length (0: none fits). */
-static int
-snap_short_code(const struct snap_huff *t, unsigned int bits, int width, int *length)
-{
-	for (int l = 1; l <= width; l++) {
-		int code = (int) (bits >> (width - l));
-		if (code <= t->maxcode[l]) {
-			*length = l;
-			return t->huffval[(code + t->valoffset[l]) & 0xFF];
-		}
-	}
-	*length = 0;
-	return -1;
-}
-
 /* Every code of `h` up to `width` bits, as a `width`-bit look-up of
  * length | symbol << 8 (0 where a longer code starts): each code fills the
  * entries it is a prefix of. */
@@ -406,10 +390,12 @@ snap_entropy_restart(struct snap_entropy *e)
 } while (0)
 #define DROP(n) (acc <<= (n), bits -= (int) (n))
 
-/* A code longer than the look-up (libjpeg's jpeg_huff_decode): the symbol, or
- * -1 for a bit pattern that is no code. Needs 16 bits in the buffer. */
+/* One symbol read bit by bit from code length `first` on (libjpeg's
+ * jpeg_huff_decode; a prefix code decodes one way, so a length known to be too
+ * short may be skipped): the symbol, or -1 for a bit pattern that is no code.
+ * Needs 16 bits in the buffer. */
 static inline int
-snap_long_code(uint64_t *acc, int *bits, const struct snap_huff *t, int first)
+snap_code(uint64_t *acc, int *bits, const struct snap_huff *t, int first)
 {
 	for (int l = first; l <= 16; l++) {
 		int code = (int) (*acc >> (64 - l));
@@ -450,7 +436,7 @@ snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks)
 			if (d & 31) {
 				DROP(d & 31);
 				s = (int) ((d >> 8) & 15);
-			} else if ((s = snap_long_code(&acc, &bits, &dc->code, DC_BITS + 1)) < 0)
+			} else if ((s = snap_code(&acc, &bits, &dc->code, DC_BITS + 1)) < 0)
 				return SNAP_ENTROPY_DEFER;
 			diff = 0;
 			if (s) {
@@ -491,16 +477,15 @@ snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks)
 			 * magnitude past the look-up, or a run near the end of the block. */
 			int sym;
 			if (!(a & 15)) {
-				if ((sym = snap_long_code(&acc, &bits, &ac->code, AC_BITS + 1)) < 0)
+				if ((sym = snap_code(&acc, &bits, &ac->code, AC_BITS + 1)) < 0)
 					return SNAP_ENTROPY_DEFER;
 			} else if (span == 63) {
 				DROP(a & 15);
 				sym = (int) ((a >> 16) & 0xFF);
-			} else {
-				/* A run entry near the end of the block: its first symbol alone. */
-				int length;
-				sym = snap_short_code(&ac->code, (unsigned int) (acc >> (64 - AC_BITS)), AC_BITS, &length);
-				DROP(length);
+			} else if ((sym = snap_code(&acc, &bits, &ac->code, 1)) < 0) {
+				/* A run entry near the end of the block: its first symbol alone
+				 * (it is a code, so this does not fail). */
+				return SNAP_ENTROPY_DEFER;
 			}
 			int r = sym >> 4, s = sym & 15;
 			if (s) {

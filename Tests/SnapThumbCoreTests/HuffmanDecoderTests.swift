@@ -9,14 +9,10 @@ import VipsKit
 /// decode cleanly to the end must get libjpeg's own answer: these tests hold the
 /// decoder to libjpeg's (`ownHuffmanDecoder: false`) on the same bytes.
 @Suite struct HuffmanDecoderTests {
-    /// The pixels as a hash (FNV-1a), so that a failure prints a line, not an image.
+    /// The pixels as a digest, so that a failure prints a line, not an image.
     enum Outcome: Equatable {
-        case pixels(hash: UInt64, width: Int, height: Int, PixelRegion)
+        case pixels(sha256: String, width: Int, height: Int, PixelRegion)
         case failed(String)
-
-        static func hash(_ bytes: [UInt8]) -> UInt64 {
-            bytes.reduce(0xCBF2_9CE4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
-        }
     }
 
     static func decode(_ bytes: [UInt8], failOn: Int, own: Bool, shrink: Int, region: PixelRegion? = nil) -> (Outcome, Bool) {
@@ -24,7 +20,7 @@ import VipsKit
             let decoder = try JPEGDecoder(SourceBuffer(bytes), failOn: failOn, ownHuffmanDecoder: own)
             do {
                 let out = try decoder.decodePixels(shrink: shrink, region: region)
-                return (.pixels(hash: Outcome.hash(out.pixels), width: out.width, height: out.height, out.region),
+                return (.pixels(sha256: SHA256.hex(out.pixels), width: out.width, height: out.height, out.region),
                         decoder.usedOwnHuffmanDecoder)
             } catch let error as VipsError {
                 return (.failed(error.message), decoder.usedOwnHuffmanDecoder)
