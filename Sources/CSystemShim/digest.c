@@ -1,5 +1,7 @@
 /* OpenSSL's libcrypto: SHA-256 (content addresses), HMAC-SHA256 and MD5 (object-storage
  * requests), RS256 (the JWTs that Google's token endpoint exchanges for access tokens). */
+/* SHA256_Init and friends are deprecated in OpenSSL 3 (see snap_sha256). */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "systemshim.h"
 
 #include <limits.h>
@@ -9,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 
 void
 snap_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char out[32])
@@ -30,14 +33,18 @@ snap_md5(const void *data, size_t len, unsigned char out[16])
 
 /* OpenSSL's SHA-256 uses the CPU's SHA extensions where it has them: about ten
  * times GLib's g_checksum here, which mattered for 2-3 MB camera originals (every
- * input is hashed for its manifest's source digest). The digest is the same. */
+ * input is hashed for its manifest's source digest). The digest is the same.
+ * The low-level SHA256_* calls, not EVP_Digest: the first EVP call of a process
+ * initialises OpenSSL's providers, reads openssl.cnf and builds its name maps,
+ * 1.3-1.8 ms of CPU here that every worker start paid for a content hash (issue
+ * 27). They are deprecated in OpenSSL 3 in favour of EVP, but kept, and the same
+ * assembly does the work. */
 void
 snap_sha256(const void *data, size_t len, unsigned char out[32])
 {
-	unsigned int out_len = 32;
-	/* Only an allocation failure inside OpenSSL can fail this: a wrong content
-	 * address would be worse than stopping (a worker that dies is retried). */
-	if (EVP_Digest(data, len, out, &out_len, EVP_sha256(), NULL) != 1)
+	SHA256_CTX ctx;
+	/* These fail only on a NULL argument. */
+	if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, data, len) != 1 || SHA256_Final(out, &ctx) != 1)
 		abort();
 }
 

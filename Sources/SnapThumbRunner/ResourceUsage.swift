@@ -23,13 +23,12 @@ public struct ResourceUsage: Sendable, Equatable {
     /// A child started with posix_spawn (vfork) inherits its parent's `ru_maxrss` as a
     /// floor across exec, so a worker's `ru_maxrss` would report the parent's size.
     public static var ownPeakRSSBytes: Int {
-        // Plain read(2) into a stack buffer: workers call this once per reply.
+        // One pread(2) of a file kept open: workers call this once per job.
         #if os(Linux)
-        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        let fd = statusFile
         if fd >= 0 {
-            defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, $0.count, 0) }
             if n > 0, let range = findField(Array("VmHWM:".utf8), in: buffer[0..<n]) {
                 var kib = 0
                 for byte in buffer[range.upperBound..<n] {
@@ -43,6 +42,12 @@ public struct ResourceUsage: Sendable, Equatable {
         #endif
         return current.peakRSSBytes
     }
+
+    #if os(Linux)
+    /// /proc/self/status, opened on first use and kept for the process's life
+    /// (reading it again from offset 0 gives fresh figures).
+    private static let statusFile: Int32 = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+    #endif
 
     private static func findField(_ name: [UInt8], in bytes: ArraySlice<UInt8>) -> Range<Int>? {
         var i = bytes.startIndex

@@ -29,7 +29,8 @@ public struct WorkerLoop: Sendable {
         let outputLock = Mutex(())
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
             var r = r
-            r.rss = ResourceUsage.ownPeakRSSBytes
+            // The parent reads the peak only from a job's last reply (not from `staged`).
+            if r.outcome != "staged" { r.rss = ResourceUsage.ownPeakRSSBytes }
             var line = Data(WorkerLine.encode(r))
             line.append(0x0A)
             outputLock.withLock { _ in try? output.write(contentsOf: line) }
