@@ -243,6 +243,7 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 		if (j->entropy && snap_entropy_start(j->entropy, c) == 0) {
 			c->entropy->decode_mcu = snap_jpeg_decode_mcu;
 			j->entropy_used = 1;
+			snap_coef_install(c);
 		}
 	}
 	/* libvips rounds a shrunk size down; libjpeg up. Keep libvips' size. */

@@ -55,4 +55,9 @@ int snap_entropy_start(struct snap_entropy *e, j_decompress_ptr c);
  * them). SNAP_ENTROPY_DEFER: this file must be decoded by libjpeg instead. */
 int snap_entropy_decode_mcu(struct snap_entropy *e, JBLOCKROW *blocks);
 
+/* After snap_entropy_start succeeded: libjpeg's coefficient controller for this
+ * scan becomes ours (jpeg_idct.c), with the 2×2 and 4×4 IDCTs in pairs. -1 where
+ * it does not apply (no AVX2, buffered or multi-scan, an unknown layout). */
+int snap_coef_install(j_decompress_ptr c);
+
 #endif

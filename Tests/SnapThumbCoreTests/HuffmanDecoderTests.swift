@@ -81,6 +81,28 @@ import VipsKit
         }
     }
 
+    /// With our decoder come libjpeg's 2×2 and 4×4 IDCTs done two blocks at a time
+    /// (jpeg_idct.c). These files hold extreme coefficients under random quantisation
+    /// tables (Tests/Fixtures/jpeg-coefficients/make.c): dequantised values wrap
+    /// around 16 bits, sums saturate, and the 4×4's shortcut for blocks with only
+    /// row 0 rounds differently from its full path. The pixels must still be libjpeg's.
+    @Test("extreme coefficients: the same pixels as libjpeg's at every shrink")
+    func extremeCoefficients() throws {
+        let directory = "\(Fixtures.root)/Tests/Fixtures/jpeg-coefficients"
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".jpg") }.sorted()
+        #expect(names.count == 8)
+        for name in names {
+            let bytes = try Fixtures.bytes("\(directory)/\(name)")
+            for shrink in [1, 2, 4, 8] {
+                let (own, used) = Self.decode(bytes, failOn: 3, own: true, shrink: shrink)
+                let (reference, _) = Self.decode(bytes, failOn: 3, own: false, shrink: shrink)
+                #expect(used, "\(name) at 1/\(shrink): not decoded by ours")
+                if case .failed(let message) = reference { Issue.record("\(name): \(message)") }
+                #expect(own == reference, "\(name) at 1/\(shrink)")
+            }
+        }
+    }
+
     @Test("a progressive file is left to libjpeg")
     func progressiveIsLibjpegs() throws {
         let photo = try VImage.load(SourceBuffer(try Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))), options: "shrink=4")
