@@ -23,7 +23,9 @@ Servers that misbehave in other ways, on request:
                          contains TEXT is damaged: a byte flipped (a random one, same length), or every
                          other time cut in half and sent chunked under its original
                          Content-Length (a length that no longer matches); --garble-mode
-                         flip or cut does only the one
+                         flip or cut does only the one; --garble-max-run N: never
+                         more than N damaged answers in a row for one path (a client
+                         that retries more often than that always gets a good one)
 Counts (requests, by method, injected faults, requests that asked for
 `Expect: 100-continue`, User-Agents) are written as JSON to --stats on every request.
 Stops when standard input closes. Never connects anywhere but --upstream, on loopback.
@@ -38,6 +40,18 @@ import threading
 import time
 
 lock = threading.Lock()
+runs = {}  # path -> damaged answers in a row (--garble-max-run)
+
+
+def garble_now(args, path, draw):
+    """Whether this answer for `path` is damaged: with probability --garble-rate, but
+    never more than --garble-max-run times in a row for one path."""
+    with lock:
+        run = runs.get(path, 0)
+        damaged = draw < args.garble_rate and not (args.garble_max_run and run >= args.garble_max_run)
+        runs[path] = run + 1 if damaged else 0
+        return damaged
+
 stats = {"requests": 0, "methods": {}, "slowdowns": 0, "drops": 0, "expect_continue": 0, "forwarded": 0, "puts_ok": {},
          "user_agents": {}, "puts": {}, "overwrites_accepted": 0, "if_match_refused": 0, "emptied": 0, "garbled": 0}
 
@@ -178,7 +192,7 @@ class Handler(socketserver.StreamRequestHandler):
                         record(args, emptied=1)
                         a_headers = [h for h in a_headers if not h.lower().startswith(b"content-length:")] + [b"Content-Length: 0\r\n"]
                         a_body = b""
-                    elif args.garble_get and args.garble_get in path and self.server.random() < args.garble_rate:
+                    elif args.garble_get and args.garble_get in path and garble_now(args, path, self.server.random()):
                         with lock:
                             stats["garbled"] += 1
                             n = stats["garbled"]
@@ -224,6 +238,7 @@ def main():
     parser.add_argument("--garble-get")
     parser.add_argument("--garble-rate", type=float, default=0.5)
     parser.add_argument("--garble-mode", choices=["both", "flip", "cut"], default="both")
+    parser.add_argument("--garble-max-run", type=int, default=0)
     args = parser.parse_args()
     host, _, port = args.upstream.rpartition(":")
     if host not in ("127.0.0.1", "localhost", "::1"):

@@ -123,6 +123,9 @@ struct S3TrustTests {
         #expect(after == before)
     }
 
+    /// Half the answers are damaged, but never more than 3 in a row for one object: with a
+    /// bare 50 % all 6 of the client's reads of a blob came back damaged now and then (1 in
+    /// 64 per blob; CI saw it once), and `unreadable` is then the right answer, not a bug.
     @Test("damaged reads are retried, never reported or acted on: flipped bytes in blobs (verify), cut bodies under their Content-Length (manifests)")
     func garbledReads() throws {
         let (moto, bucket) = try Moto.withBucket()
@@ -131,12 +134,12 @@ struct S3TrustTests {
         let store = "s3://\(bucket)/g"
         #expect(try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment()).status == 0)
 
-        let blobs = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/blobs/", "--garble-rate", "0.5"])
+        let blobs = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/blobs/", "--garble-rate", "0.5", "--garble-max-run", "3"])
         let verify = try CloudCLI.run(["verify", store], environment: moto.environment(endpoint: blobs.endpoint))
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(blobs.stats.garbled >= 2, "\(blobs.stats)")
 
-        let manifests = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/manifests/", "--garble-rate", "0.5", "--garble-mode", "cut"])
+        let manifests = try FaultProxy(upstreamPort: moto.port, seed: 5, misbehaviour: ["--garble-get", "/manifests/", "--garble-rate", "0.5", "--garble-mode", "cut", "--garble-max-run", "3"])
         let rerun = try CloudCLI.run(["backfill", tree, "--store", store, "--jobs", "2"], environment: moto.environment(endpoint: manifests.endpoint))
         #expect(rerun.status == 0 && rerun.stderr.contains("6 skipped"), "\(rerun.stderr)")
         let checked = try CloudCLI.run(["verify", store], environment: moto.environment(endpoint: manifests.endpoint))
