@@ -111,6 +111,15 @@ snap_idct_2x2_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 	memcpy(ob[1] + colb, &w[3], 2);
 }
 
+/* The 4×4's first pass ends: (a + b) and (a - b) of the low and high halves,
+ * descaled, each packed to 16 bits with saturation. */
+SNAP_AVX2 void butterfly4(__m256i al, __m256i ah, __m256i bl, __m256i bh, __m256i *sum, __m256i *diff)
+{
+	const __m256i d1 = pd(1 << (DESCALE_P1_4 - 1));
+	*sum = _mm256_packs_epi32(DESCALE(_mm256_add_epi32(al, bl), d1, DESCALE_P1_4), DESCALE(_mm256_add_epi32(ah, bh), d1, DESCALE_P1_4));
+	*diff = _mm256_packs_epi32(DESCALE(_mm256_sub_epi32(al, bl), d1, DESCALE_P1_4), DESCALE(_mm256_sub_epi32(ah, bh), d1, DESCALE_P1_4));
+}
+
 /* jsimd_idct_4x4_sse2, for blocks a and b. */
 __attribute__((target("avx2"))) static void
 snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION cola,
@@ -154,19 +163,8 @@ snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 	x0 = _mm256_sub_epi32(x2, x3);   /* tmp12 H */
 	x1 = _mm256_add_epi32(x1, x5);   /* tmp10 L */
 	x2 = _mm256_add_epi32(x2, x3);   /* tmp10 H */
-	const __m256i d1 = pd(1 << (DESCALE_P1_4 - 1));
-	x5 = DESCALE(_mm256_sub_epi32(x1, x6), d1, DESCALE_P1_4);
-	x3 = DESCALE(_mm256_sub_epi32(x2, x7), d1, DESCALE_P1_4);
-	x1 = DESCALE(_mm256_add_epi32(x1, x6), d1, DESCALE_P1_4);
-	x2 = DESCALE(_mm256_add_epi32(x2, x7), d1, DESCALE_P1_4);
-	x1 = _mm256_packs_epi32(x1, x2);   /* data0 */
-	x5 = _mm256_packs_epi32(x5, x3);   /* data3 */
-	x2 = DESCALE(_mm256_sub_epi32(x4, w0), d1, DESCALE_P1_4);
-	x3 = DESCALE(_mm256_sub_epi32(x0, w1), d1, DESCALE_P1_4);
-	x4 = DESCALE(_mm256_add_epi32(x4, w0), d1, DESCALE_P1_4);
-	x0 = DESCALE(_mm256_add_epi32(x0, w1), d1, DESCALE_P1_4);
-	x4 = _mm256_packs_epi32(x4, x0);   /* data1 */
-	x2 = _mm256_packs_epi32(x2, x3);   /* data2 */
+	butterfly4(x1, x2, x6, x7, &x1, &x5);   /* data0, data3 */
+	butterfly4(x4, x0, w0, w1, &x4, &x2);   /* data1, data2 */
 	x6 = _mm256_unpackhi_epi16(x1, x4);
 	x1 = _mm256_unpacklo_epi16(x1, x4);
 	x7 = _mm256_unpackhi_epi16(x2, x5);
@@ -296,6 +294,11 @@ snap_decompress_onepass(j_decompress_ptr cinfo, JSAMPIMAGE output_buf)
 		each[ci].rows = output_buf[comp->component_index];
 	}
 	int last_row = cinfo->input_iMCU_row >= last_iMCU_row;
+	/* 4:2:0 at 1/4, a camera's usual file: four 2×2 luma blocks and one 4×4 block
+	 * of each chroma in every MCU. Whole MCUs (not the last column or iMCU row)
+	 * take their three pairs directly. */
+	int yuv420 = comps == 3 && each[0].kind == 2 && each[0].width == 2 && each[0].height == 2 &&
+	             each[1].kind == 4 && each[1].blocks == 1 && each[2].kind == 4 && each[2].blocks == 1 && !last_row;
 	size_t zero = (size_t) cinfo->blocks_in_MCU * sizeof(JBLOCK);
 	for (int yoffset = coef->MCU_vert_offset; yoffset < coef->MCU_rows_per_iMCU_row; yoffset++) {
 		for (JDIMENSION MCU_col_num = coef->MCU_ctr; MCU_col_num <= last_MCU_col; MCU_col_num++) {
@@ -312,6 +315,17 @@ snap_decompress_onepass(j_decompress_ptr cinfo, JSAMPIMAGE output_buf)
 			 * and bottom edges are skipped (blkn still counts them). */
 			if (MCU_col_num < first_col || MCU_col_num > last_col)
 				continue;
+			if (yuv420 && MCU_col_num < last_MCU_col) {
+				JBLOCKROW *b = coef->MCU_buffer;
+				JSAMPARRAY y = each[0].rows + yoffset * 2;
+				JDIMENSION x = (MCU_col_num - first_col) * each[0].comp->MCU_sample_width;
+				JDIMENSION c = (MCU_col_num - first_col) * each[1].comp->MCU_sample_width;
+				snap_idct_2x2_pair(each[0].quant, b[0][0], y, x, each[0].quant, b[1][0], y, x + 2);
+				snap_idct_2x2_pair(each[0].quant, b[2][0], y + 2, x, each[0].quant, b[3][0], y + 2, x + 2);
+				snap_idct_4x4_pair(each[1].quant, b[4][0], each[1].rows + yoffset * 4, c,
+				                   each[2].quant, b[5][0], each[2].rows + yoffset * 4, c);
+				continue;
+			}
 			struct snap_idct_job two[D_MAX_BLOCKS_IN_MCU], four[D_MAX_BLOCKS_IN_MCU];
 			int twos = 0, fours = 0, blkn = 0;
 			for (int ci = 0; ci < comps; ci++) {
