@@ -36,8 +36,9 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {  // @unchecked: 
     /// Reads the header.
     /// - Parameters:
     ///   - failOn: libvips' `fail_on` level (0 none, 1 truncated, 2 error, 3 warning).
-    ///   - ownHuffmanDecoder: false decodes with libjpeg's Huffman decoder alone,
-    ///     the reference ours is tested against.
+    ///   - ownHuffmanDecoder: false decodes with libjpeg alone (its Huffman decoder
+    ///     and its IDCT loop, not our paired IDCTs): the reference ours is tested
+    ///     against, and bench's decode floor.
     public init(_ source: SourceBuffer, failOn: Int, ownHuffmanDecoder: Bool = true) throws {
         var raw: OpaquePointer?
         var info = snap_jpeg_info()
