@@ -111,13 +111,12 @@ snap_idct_2x2_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 	memcpy(ob[1] + colb, &w[3], 2);
 }
 
-/* The 4×4's first pass ends: (a + b) and (a - b) of the low and high halves,
- * descaled, each packed to 16 bits with saturation. */
-SNAP_AVX2 void butterfly4(__m256i al, __m256i ah, __m256i bl, __m256i bh, __m256i *sum, __m256i *diff)
+/* (a + b) and (a - b), descaled by n bits with rounding d = 1 << (n - 1); n 0 and d
+ * zero leave them as they are. */
+SNAP_AVX2 void sum_diff(__m256i a, __m256i b, __m256i d, int n, __m256i *sum, __m256i *diff)
 {
-	const __m256i d1 = pd(1 << (DESCALE_P1_4 - 1));
-	*sum = _mm256_packs_epi32(DESCALE(_mm256_add_epi32(al, bl), d1, DESCALE_P1_4), DESCALE(_mm256_add_epi32(ah, bh), d1, DESCALE_P1_4));
-	*diff = _mm256_packs_epi32(DESCALE(_mm256_sub_epi32(al, bl), d1, DESCALE_P1_4), DESCALE(_mm256_sub_epi32(ah, bh), d1, DESCALE_P1_4));
+	*sum = DESCALE(_mm256_add_epi32(a, b), d, n);
+	*diff = DESCALE(_mm256_sub_epi32(a, b), d, n);
 }
 
 /* jsimd_idct_4x4_sse2, for blocks a and b. */
@@ -137,45 +136,50 @@ snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 	int flats = _mm256_movemask_epi8(flat);   /* 0xFFFF per flat lane */
 
 	__m256i x0, x1, x2, x3, x4, x5, x6, x7;
-	if (flats == -1)
-		goto shortcut;
-	/* Pass 1, the full path: columns. */
-	x0 = DQ(1); x1 = DQ(3); x2 = DQ(5); x3 = DQ(7);
-	x4 = _mm256_unpacklo_epi16(x0, x1); x5 = _mm256_unpackhi_epi16(x0, x1);
-	x0 = _mm256_madd_epi16(x4, f106);
-	x1 = _mm256_madd_epi16(x5, f106);
-	x4 = _mm256_madd_epi16(x4, f256);
-	x5 = _mm256_madd_epi16(x5, f256);
-	x6 = _mm256_unpacklo_epi16(x2, x3); x7 = _mm256_unpackhi_epi16(x2, x3);
-	x2 = _mm256_madd_epi16(x6, f145);
-	x3 = _mm256_madd_epi16(x7, f145);
-	x6 = _mm256_madd_epi16(x6, mf060);
-	x7 = _mm256_madd_epi16(x7, mf060);
-	x6 = _mm256_add_epi32(x6, x4);   /* tmp2 L, H */
-	x7 = _mm256_add_epi32(x7, x5);
-	__m256i w0 = _mm256_add_epi32(x2, x0), w1 = _mm256_add_epi32(x3, x1);   /* tmp0 L, H */
-	x4 = DQ(0); x5 = DQ(2); x0 = DQ(6);
-	x1 = _mm256_srai_epi32(_mm256_unpacklo_epi16(zero, x4), 16 - 13 - 1);
-	x2 = _mm256_srai_epi32(_mm256_unpackhi_epi16(zero, x4), 16 - 13 - 1);
-	x3 = _mm256_madd_epi16(_mm256_unpackhi_epi16(x5, x0), f184);
-	x5 = _mm256_madd_epi16(_mm256_unpacklo_epi16(x5, x0), f184);
-	x4 = _mm256_sub_epi32(x1, x5);   /* tmp12 L */
-	x0 = _mm256_sub_epi32(x2, x3);   /* tmp12 H */
-	x1 = _mm256_add_epi32(x1, x5);   /* tmp10 L */
-	x2 = _mm256_add_epi32(x2, x3);   /* tmp10 H */
-	butterfly4(x1, x2, x6, x7, &x1, &x5);   /* data0, data3 */
-	butterfly4(x4, x0, w0, w1, &x4, &x2);   /* data1, data2 */
-	x6 = _mm256_unpackhi_epi16(x1, x4);
-	x1 = _mm256_unpacklo_epi16(x1, x4);
-	x7 = _mm256_unpackhi_epi16(x2, x5);
-	x2 = _mm256_unpacklo_epi16(x2, x5);
-	x0 = _mm256_unpackhi_epi32(x1, x2);   /* columns 2, 3 */
-	x1 = _mm256_unpacklo_epi32(x1, x2);   /* columns 0, 1 */
-	x3 = _mm256_unpackhi_epi32(x6, x7);   /* columns 6, 7 */
-	x6 = _mm256_unpacklo_epi32(x6, x7);   /* columns 4, 5 */
-
+	if (flats != -1) {
+		/* Pass 1, the full path: columns. */
+		x0 = DQ(1); x1 = DQ(3); x2 = DQ(5); x3 = DQ(7);
+		x4 = _mm256_unpacklo_epi16(x0, x1); x5 = _mm256_unpackhi_epi16(x0, x1);
+		x0 = _mm256_madd_epi16(x4, f106);
+		x1 = _mm256_madd_epi16(x5, f106);
+		x4 = _mm256_madd_epi16(x4, f256);
+		x5 = _mm256_madd_epi16(x5, f256);
+		x6 = _mm256_unpacklo_epi16(x2, x3); x7 = _mm256_unpackhi_epi16(x2, x3);
+		x2 = _mm256_madd_epi16(x6, f145);
+		x3 = _mm256_madd_epi16(x7, f145);
+		x6 = _mm256_madd_epi16(x6, mf060);
+		x7 = _mm256_madd_epi16(x7, mf060);
+		x6 = _mm256_add_epi32(x6, x4);   /* tmp2 L, H */
+		x7 = _mm256_add_epi32(x7, x5);
+		__m256i w0 = _mm256_add_epi32(x2, x0), w1 = _mm256_add_epi32(x3, x1);   /* tmp0 L, H */
+		x4 = DQ(0); x5 = DQ(2); x0 = DQ(6);
+		x1 = _mm256_srai_epi32(_mm256_unpacklo_epi16(zero, x4), 16 - 13 - 1);
+		x2 = _mm256_srai_epi32(_mm256_unpackhi_epi16(zero, x4), 16 - 13 - 1);
+		x3 = _mm256_madd_epi16(_mm256_unpackhi_epi16(x5, x0), f184);
+		x5 = _mm256_madd_epi16(_mm256_unpacklo_epi16(x5, x0), f184);
+		sum_diff(x1, x5, zero, 0, &x1, &x4);   /* tmp10 L, tmp12 L */
+		sum_diff(x2, x3, zero, 0, &x2, &x0);   /* tmp10 H, tmp12 H */
+		/* data0 and data3 from tmp10 ± tmp2, data1 and data2 from tmp12 ± tmp0. */
+		const __m256i d1 = pd(1 << (DESCALE_P1_4 - 1));
+		__m256i s0, s1, t0, t1;
+		sum_diff(x1, x6, d1, DESCALE_P1_4, &s0, &t0);
+		sum_diff(x2, x7, d1, DESCALE_P1_4, &s1, &t1);
+		x1 = _mm256_packs_epi32(s0, s1);   /* data0 */
+		x5 = _mm256_packs_epi32(t0, t1);   /* data3 */
+		sum_diff(x4, w0, d1, DESCALE_P1_4, &s0, &t0);
+		sum_diff(x0, w1, d1, DESCALE_P1_4, &s1, &t1);
+		x4 = _mm256_packs_epi32(s0, s1);   /* data1 */
+		x2 = _mm256_packs_epi32(t0, t1);   /* data2 */
+		x6 = _mm256_unpackhi_epi16(x1, x4);
+		x1 = _mm256_unpacklo_epi16(x1, x4);
+		x7 = _mm256_unpackhi_epi16(x2, x5);
+		x2 = _mm256_unpacklo_epi16(x2, x5);
+		x0 = _mm256_unpackhi_epi32(x1, x2);   /* columns 2, 3 */
+		x1 = _mm256_unpacklo_epi32(x1, x2);   /* columns 0, 1 */
+		x3 = _mm256_unpackhi_epi32(x6, x7);   /* columns 6, 7 */
+		x6 = _mm256_unpacklo_epi32(x6, x7);   /* columns 4, 5 */
+	}
 	if (flats != 0) {
-shortcut:;
 		/* Pass 1, the shortcut: row 0 dequantised, times 4 with 16-bit wrap-around. */
 		__m256i s0 = _mm256_slli_epi16(DQ(0), 2);
 		__m256i lo = _mm256_unpacklo_epi16(s0, s0), hi = _mm256_unpackhi_epi16(s0, s0);
@@ -202,13 +206,10 @@ shortcut:;
 	x6 = _mm256_add_epi32(x6, x1);   /* tmp2 */
 	x2 = _mm256_add_epi32(x2, x5);   /* tmp0 */
 	x0 = _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x3), f184);
-	x7 = _mm256_sub_epi32(x4, x0);   /* tmp12 */
-	x4 = _mm256_add_epi32(x4, x0);   /* tmp10 */
+	sum_diff(x4, x0, zero, 0, &x4, &x7);   /* tmp10, tmp12 */
 	const __m256i d2 = pd(1 << (DESCALE_P2_4 - 1));
-	x5 = DESCALE(_mm256_sub_epi32(x4, x6), d2, DESCALE_P2_4);
-	x3 = DESCALE(_mm256_sub_epi32(x7, x2), d2, DESCALE_P2_4);
-	x4 = DESCALE(_mm256_add_epi32(x4, x6), d2, DESCALE_P2_4);
-	x7 = DESCALE(_mm256_add_epi32(x7, x2), d2, DESCALE_P2_4);
+	sum_diff(x4, x6, d2, DESCALE_P2_4, &x4, &x5);   /* data0, data3 */
+	sum_diff(x7, x2, d2, DESCALE_P2_4, &x7, &x3);   /* data1, data2 */
 	x4 = _mm256_packs_epi32(x4, x3);
 	x7 = _mm256_packs_epi32(x7, x5);
 	x0 = _mm256_unpackhi_epi16(x4, x7);
@@ -245,17 +246,23 @@ snap_run_pairs(const struct snap_idct_job *jobs, int count, snap_idct_pair idct)
 		idct(jobs[i].quant, jobs[i].coef, jobs[i].out, jobs[i].col, jobs[i].quant, jobs[i].coef, jobs[i].out, jobs[i].col);
 }
 
+/* MCU rows in the current iMCU row, as jdcoefct.c's start_iMCU_row counts them. */
+static int
+snap_MCU_rows(j_decompress_ptr cinfo)
+{
+	if (cinfo->comps_in_scan > 1)
+		return 1;
+	if (cinfo->input_iMCU_row < cinfo->total_iMCU_rows - 1)
+		return cinfo->cur_comp_info[0]->v_samp_factor;
+	return cinfo->cur_comp_info[0]->last_row_height;
+}
+
 /* jdcoefct.c's start_iMCU_row. */
 static void
 snap_start_iMCU_row(j_decompress_ptr cinfo)
 {
 	struct snap_coef_head *coef = (struct snap_coef_head *) cinfo->coef;
-	if (cinfo->comps_in_scan > 1)
-		coef->MCU_rows_per_iMCU_row = 1;
-	else if (cinfo->input_iMCU_row < cinfo->total_iMCU_rows - 1)
-		coef->MCU_rows_per_iMCU_row = cinfo->cur_comp_info[0]->v_samp_factor;
-	else
-		coef->MCU_rows_per_iMCU_row = cinfo->cur_comp_info[0]->last_row_height;
+	coef->MCU_rows_per_iMCU_row = snap_MCU_rows(cinfo);
 	coef->MCU_ctr = 0;
 	coef->MCU_vert_offset = 0;
 }
@@ -381,9 +388,7 @@ snap_coef_install(j_decompress_ptr cinfo)
 	for (int i = 1; i < cinfo->blocks_in_MCU; i++)
 		if (coef->MCU_buffer[i] != coef->MCU_buffer[0] + i)
 			return -1;
-	int rows = cinfo->comps_in_scan > 1 ? 1
-	         : cinfo->total_iMCU_rows > 1 ? cinfo->cur_comp_info[0]->v_samp_factor : cinfo->cur_comp_info[0]->last_row_height;
-	if (coef->MCU_rows_per_iMCU_row != rows)
+	if (coef->MCU_rows_per_iMCU_row != snap_MCU_rows(cinfo))
 		return -1;
 	coef->pub.decompress_data = snap_decompress_onepass;
 	return 0;
