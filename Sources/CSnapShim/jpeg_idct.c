@@ -119,13 +119,20 @@ SNAP_AVX2 void sum_diff(__m256i a, __m256i b, __m256i d, int n, __m256i *sum, __
 	*diff = DESCALE(_mm256_sub_epi32(a, b), d, n);
 }
 
+/* The 4×4's odd part, in either pass: from rows (or columns) 1 and 3 interleaved
+ * (u13) and 5 and 7 (u57), tmp0 and tmp2. */
+SNAP_AVX2 void odd4(__m256i u13, __m256i u57, __m256i *tmp0, __m256i *tmp2)
+{
+	*tmp0 = _mm256_add_epi32(_mm256_madd_epi16(u57, pw(F_1_451, -F_0_211)), _mm256_madd_epi16(u13, pw(F_1_061, -F_2_172)));
+	*tmp2 = _mm256_add_epi32(_mm256_madd_epi16(u57, pw(-F_0_601, -F_0_509)), _mm256_madd_epi16(u13, pw(F_2_562, F_0_899)));
+}
+
 /* jsimd_idct_4x4_sse2, for blocks a and b. */
 __attribute__((target("avx2"))) static void
 snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION cola,
                    const JCOEF *qb, const JCOEF *cb, JSAMPARRAY ob, JDIMENSION colb)
 {
-	const __m256i f256 = pw(F_2_562, F_0_899), f106 = pw(F_1_061, -F_2_172), mf060 = pw(-F_0_601, -F_0_509),
-	              f145 = pw(F_1_451, -F_0_211), f184 = pw(F_1_847, -F_0_765), zero = _mm256_setzero_si256();
+	const __m256i f184 = pw(F_1_847, -F_0_765), zero = _mm256_setzero_si256();
 	/* The SSE2 code takes a shortcut for a block whose rows 1-3 and 5-7 are all
 	 * zero: a lane that would take it gets the shortcut's columns. */
 	__m256i any = _mm256_or_si256(_mm256_or_si256(rows2(ca, cb, 1), rows2(ca, cb, 2)),
@@ -139,19 +146,9 @@ snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 	if (flats != -1) {
 		/* Pass 1, the full path: columns. */
 		x0 = DQ(1); x1 = DQ(3); x2 = DQ(5); x3 = DQ(7);
-		x4 = _mm256_unpacklo_epi16(x0, x1); x5 = _mm256_unpackhi_epi16(x0, x1);
-		x0 = _mm256_madd_epi16(x4, f106);
-		x1 = _mm256_madd_epi16(x5, f106);
-		x4 = _mm256_madd_epi16(x4, f256);
-		x5 = _mm256_madd_epi16(x5, f256);
-		x6 = _mm256_unpacklo_epi16(x2, x3); x7 = _mm256_unpackhi_epi16(x2, x3);
-		x2 = _mm256_madd_epi16(x6, f145);
-		x3 = _mm256_madd_epi16(x7, f145);
-		x6 = _mm256_madd_epi16(x6, mf060);
-		x7 = _mm256_madd_epi16(x7, mf060);
-		x6 = _mm256_add_epi32(x6, x4);   /* tmp2 L, H */
-		x7 = _mm256_add_epi32(x7, x5);
-		__m256i w0 = _mm256_add_epi32(x2, x0), w1 = _mm256_add_epi32(x3, x1);   /* tmp0 L, H */
+		__m256i w0, w1;   /* tmp0 L, H; tmp2 L, H in x6, x7 */
+		odd4(_mm256_unpacklo_epi16(x0, x1), _mm256_unpacklo_epi16(x2, x3), &w0, &x6);
+		odd4(_mm256_unpackhi_epi16(x0, x1), _mm256_unpackhi_epi16(x2, x3), &w1, &x7);
 		x4 = DQ(0); x5 = DQ(2); x0 = DQ(6);
 		x1 = _mm256_srai_epi32(_mm256_unpacklo_epi16(zero, x4), 16 - 13 - 1);
 		x2 = _mm256_srai_epi32(_mm256_unpackhi_epi16(zero, x4), 16 - 13 - 1);
@@ -197,14 +194,7 @@ snap_idct_4x4_pair(const JCOEF *qa, const JCOEF *ca, JSAMPARRAY oa, JDIMENSION c
 
 	/* Pass 2: rows. */
 	x4 = _mm256_srai_epi32(_mm256_unpacklo_epi16(zero, x1), 16 - 13 - 1);   /* tmp0 */
-	x1 = _mm256_unpackhi_epi16(x1, x0);
-	x6 = _mm256_unpackhi_epi16(x6, x3);
-	x5 = _mm256_madd_epi16(x1, f106);
-	x2 = _mm256_madd_epi16(x6, f145);
-	x1 = _mm256_madd_epi16(x1, f256);
-	x6 = _mm256_madd_epi16(x6, mf060);
-	x6 = _mm256_add_epi32(x6, x1);   /* tmp2 */
-	x2 = _mm256_add_epi32(x2, x5);   /* tmp0 */
+	odd4(_mm256_unpackhi_epi16(x1, x0), _mm256_unpackhi_epi16(x6, x3), &x2, &x6);   /* tmp0, tmp2 */
 	x0 = _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x3), f184);
 	sum_diff(x4, x0, zero, 0, &x4, &x7);   /* tmp10, tmp12 */
 	const __m256i d2 = pd(1 << (DESCALE_P2_4 - 1));
