@@ -102,6 +102,23 @@ snap_rename_noreplace(const char *from, const char *to)
 }
 
 int
+snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *to)
+{
+#ifdef SYS_renameat2
+	if (syscall(SYS_renameat2, from_dir, from, to_dir, to, 1 /* RENAME_NOREPLACE */) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+#endif
+	struct stat st;
+	if (fstatat(to_dir, to, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return renameat(from_dir, from, to_dir, to);
+}
+
+int
 snap_rename_exchange(const char *a, const char *b)
 {
 #ifdef SYS_renameat2

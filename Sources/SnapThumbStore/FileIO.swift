@@ -28,6 +28,12 @@ public enum InputFile {
             throw SnapError.source("cannot open", display, errno: code)
         }
         defer { close(fd) }
+        return try read(fd: fd, display: display, limit: limit)
+    }
+
+    /// Reads the file open at `fd` (opened with `O_NONBLOCK`), refused unless it is a
+    /// regular file of at most `limit` bytes. The caller closes `fd`.
+    public static func read(fd: Int32, display: String, limit: Int) throws -> SourceBuffer {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw SnapError.source("cannot stat", display, errno: errno) }
         guard (st.st_mode & S_IFMT) == S_IFREG else {
@@ -110,7 +116,7 @@ public enum Durable {
 
     /// A temp file name that no other process or thread picks: `.tmp-<pid>-<n>-`
     /// and at most 40 bytes of `name` (bytes: one Character can be any length).
-    static func tempName(for name: String) -> String {
+    public static func tempName(for name: String) -> String {
         ".tmp-\(pid)-\(counter.next())-\(prefix(name))"
     }
 
@@ -234,6 +240,23 @@ public enum FileOps {
         throw SnapError(.io, "cannot move \(path) into \(directory): 10000 files named like \(name) are there")
     }
 
+    /// `moveWithoutReplacing` between two directories held open: `name` in `source`
+    /// moves into `target` under `newName` or the first free `<stem>~<n><.ext>`,
+    /// never through a symlink swapped in for either directory. Returns the name used.
+    public static func moveWithoutReplacing(_ name: String, from source: DirectoryHandle, into target: DirectoryHandle, name newName: String,
+                                            taken: (String) -> Bool = { _ in false }) throws -> String {
+        let ext = PathBytes.pathExtension(newName)
+        let stem = ext.isEmpty ? newName : String(decoding: newName.utf8.dropLast(ext.utf8.count + 1), as: UTF8.self)
+        for n in 1...10_000 {
+            let candidate = n == 1 ? newName : "\(stem)~\(n)\(ext.isEmpty ? "" : "." + ext)"
+            if taken(candidate) { continue }
+            let code = source.moveNoReplace(name, to: target, as: candidate)
+            if code == 0 { return candidate }
+            if code != EEXIST { throw SnapError.io("cannot move \(source.path)/\(name) to", "\(target.path)/\(candidate)", errno: code) }
+        }
+        throw SnapError(.io, "cannot move \(source.path)/\(name) into \(target.path): 10000 files named like \(newName) are there")
+    }
+
     public struct Status: Equatable, Sendable {
         public var size: Int
         public var mtime: Double
@@ -241,6 +264,15 @@ public enum FileOps {
         public var ctime: Double
         public var isRegular: Bool
         public var isDirectory: Bool
+
+        public init(size: Int, mtime: Double, ctime: Double, isRegular: Bool, isDirectory: Bool) {
+            (self.size, self.mtime, self.ctime, self.isRegular, self.isDirectory) = (size, mtime, ctime, isRegular, isDirectory)
+        }
+
+        /// What `fstatat` said of an entry in a directory held open.
+        public init(_ entry: DirectoryHandle.Entry) {
+            self.init(size: entry.size, mtime: entry.mtime, ctime: entry.ctime, isRegular: entry.kind == .regular, isDirectory: entry.kind == .directory)
+        }
     }
 
     public static func status(_ path: String) -> Status? {

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import SnapThumbCore
 import SystemKit
@@ -74,6 +77,57 @@ extension SourceReader {
             throw SnapError(.unreadable, "\(path): \(mismatch)")
         }
         return source
+    }
+}
+
+/// Sources below one directory (the watch folder's), read without following a
+/// symbolic link anywhere below it: each folder on the way is opened from the one
+/// before with `O_NOFOLLOW`, and so is the file. A folder swapped for a symlink by a
+/// writer of that directory is refused as a transient `io` failure (the upload is not
+/// at fault; the daemon stops claiming until it is put right), never followed.
+public struct ConfinedFiles: SourceReader {
+    /// The directory (the operator's path: it may itself be a symlink).
+    public let root: String
+    /// The prefix of `--sources` that names a `ConfinedFiles` for a worker process.
+    public static let scheme = "confined:"
+
+    public init(root: String) { self.root = root }
+
+    /// `confined:<root>` for a `--sources` argument, or nil when `argument` is another kind.
+    public init?(workerArgument argument: String) {
+        guard argument.hasPrefix(Self.scheme) else { return nil }
+        root = String(argument.dropFirst(Self.scheme.count))
+    }
+
+    public var workerArgument: String? { Self.scheme + root }
+
+    public func read(_ path: String, limit: Int) throws -> SourceBuffer {
+        guard path.hasPrefix(root + "/") else { throw SnapError(.internal, "\(path) is not below \(root)") }
+        var components = PathBytes.segments(String(path.dropFirst(root.utf8.count + 1)))
+        guard let name = components.popLast(), !components.contains(where: { $0 == ".." || $0 == "." }), name != "..", name != "." else {
+            throw SnapError(.internal, "\(path) is not a plain path below \(root)")
+        }
+        var directory: DirectoryHandle
+        do { directory = try DirectoryHandle.open(root) } catch { throw SnapError.io("cannot open", root, errno: error.code) }
+        for component in components {
+            do { directory = try directory.subdirectory(component) } catch {
+                let kind = directory.kind(of: component)
+                if kind == .symbolicLink || (kind != nil && kind != .directory) {
+                    throw SnapError(.io, "\(directory.path)/\(component) is no longer a directory (a symbolic link or a file was put in its place); it is never followed")
+                }
+                throw SnapError.io("cannot open directory", "\(directory.path)/\(component)", errno: error.code)
+            }
+        }
+        switch directory.openFile(name) {
+        case .success(let fd):
+            defer { close(fd) }
+            return try InputFile.read(fd: fd, display: path, limit: limit)
+        case .failure(let error):
+            if error.code == ELOOP, directory.kind(of: name) == .symbolicLink {
+                throw SnapError(.unsupported, "\(path) is a symbolic link, not a regular file")
+            }
+            throw SnapError.source("cannot open", path, errno: error.code)
+        }
     }
 }
 

@@ -95,7 +95,7 @@ final class StoreDirectory: Sendable {
                 case .some(S_IFLNK):
                     throw SnapError(.unsafeName, "\(path) is a symbolic link inside the store; SnapThumb never writes or reads through one")
                 case .some(let mode) where mode != S_IFDIR:
-                    throw SnapError(.io, "\(path) exists and is not a directory")
+                    throw SnapError(.io, "\(path) exists and is not a directory: it \(StoreBlocked.phrase)")
                 default:
                     throw SnapError.io("cannot open directory", path, errno: code)
                 }
@@ -170,6 +170,10 @@ final class StoreDirectory: Sendable {
             throw SnapError.io("cannot open", display(name), errno: errno)
         }
         defer { close(file) }
+        var st = stat()
+        if fstat(file, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
+            throw SnapError(.io, "\(display(name)) is not a file (a directory?) and \(StoreBlocked.phrase): SnapThumb never removes what is not its own; remove it to publish this key")
+        }
         var out = [UInt8]()
         while true {
             switch POSIX.read(file, capacity: 65536) {

@@ -43,37 +43,65 @@ public enum TempFiles {
 
     /// A temp file is stale when its writer is gone (and is not us), or when it is
     /// over a day old: one is only ever open for milliseconds.
-    static func isStale(_ path: String, pid: Int32) -> Bool {
+    static func isStale(_ entry: DirectoryHandle.Entry?, pid: Int32) -> Bool {
         if pid != getpid(), !isAlive(pid: pid) { return true }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return false }
-        return Date().timeIntervalSince1970 - Double(st.st_mtim.tv_sec) > 86_400
+        guard let entry else { return false }
+        return Date().timeIntervalSince1970 - entry.mtime > 86_400
+    }
+
+    /// Walks the directories under `root` (the root may be a symlink: the operator's
+    /// choice), each opened by descriptor from its parent without following a symlink
+    /// and without entering dot-directories, and calls `body` with each directory and
+    /// each of our temp names in it. A directory swapped for a symlink during the walk is
+    /// not entered: nothing outside `root` is ever looked at.
+    static func walk(under root: String, _ body: (DirectoryHandle, String, Int32) -> Void) {
+        guard let top = try? DirectoryHandle.open(root) else { return }
+        walk(top, body)
+    }
+
+    /// `walk(under:)` from a directory already open.
+    static func walk(_ top: DirectoryHandle, _ body: (DirectoryHandle, String, Int32) -> Void) {
+        var directories = [top]
+        while let directory = directories.popLast() {
+            var subdirectories: [String] = []
+            _ = directory.forEachName { name in
+                if let temp = parse(name) {
+                    body(directory, name, temp.pid)
+                } else if !PathBytes.isHidden(name), directory.kind(of: name) == .directory {
+                    subdirectories.append(name)
+                }
+                return true
+            }
+            for name in subdirectories {
+                if let sub = try? directory.subdirectory(name) { directories.append(sub) }
+            }
+        }
     }
 
     /// Our temp files under `root` (a store, or one of the upload directory's
     /// sub-folders), recursively, without entering dot-directories or following symlinks.
     public static func find(under root: String) -> [(path: String, pid: Int32)] {
         var found: [(String, Int32)] = []
-        var directories = [root]
-        while let directory = directories.popLast() {
-            _ = POSIX.forEachName(in: directory) { name in
-                let path = "\(directory)/\(name)"
-                if let temp = parse(name) {
-                    found.append((path, temp.pid))
-                } else if !PathBytes.isHidden(name) {
-                    var st = stat()
-                    if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { directories.append(path) }
-                }
-                return true
-            }
-        }
+        walk(under: root) { directory, name, pid in found.append((directory.display(name), pid)) }
         return found
     }
 
-    /// Removes the stale temp files under `root`; returns how many.
+    /// Removes the stale temp files under `root`, each by `unlinkat` on the directory
+    /// the walk opened (never by a path resolved again); returns how many.
     @discardableResult
     public static func removeStale(under root: String) -> Int {
-        find(under: root).filter { isStale($0.path, pid: $0.pid) && unlink($0.path) == 0 }.count
+        guard let top = try? DirectoryHandle.open(root) else { return 0 }
+        return removeStale(in: top)
+    }
+
+    /// `removeStale(under:)` below a directory already open (an upload directory's folder).
+    @discardableResult
+    public static func removeStale(in top: DirectoryHandle) -> Int {
+        var removed = 0
+        walk(top) { directory, name, pid in
+            if isStale(directory.status(name), pid: pid), directory.unlink(name) == 0 { removed += 1 }
+        }
+        return removed
     }
 
     /// Removes the stale temp files of one file that is replaced atomically (the
@@ -81,16 +109,27 @@ public enum TempFiles {
     /// names: that directory is usually shared with other programs.
     @discardableResult
     public static func removeStale(of file: String) -> Int {
-        let directory = Paths.parent(of: file)
+        let directoryPath = Paths.parent(of: file)
         let ownName = PathBytes.prefix(PathBytes.lastComponent(file), maxBytes: 40)
+        guard let directory = try? DirectoryHandle.open(directoryPath.isEmpty ? "." : directoryPath) else { return 0 }
         var stale: [String] = []
-        _ = POSIX.forEachName(in: directory.isEmpty ? "." : directory) { name in
-            if let temp = parse(name), temp.name == ownName {
-                let path = directory.isEmpty ? name : "\(directory)/\(name)"
-                if isStale(path, pid: temp.pid) { stale.append(path) }
-            }
+        _ = directory.forEachName { name in
+            if let temp = parse(name), temp.name == ownName, isStale(directory.status(name), pid: temp.pid) { stale.append(name) }
             return true
         }
-        return stale.filter { unlink($0) == 0 }.count
+        return stale.filter { directory.unlink($0) == 0 }.count
     }
+}
+
+extension DirectoryHandle {
+    /// `name` in this directory, for messages.
+    func display(_ name: String) -> String { path.isEmpty ? name : "\(path)/\(name)" }
+}
+
+/// The phrase in an `io` failure that says an upload's place in the store is blocked by
+/// something that is not SnapThumb's to remove (a directory where its manifest goes, a
+/// file where a folder goes): a retry alone does not fix it, so `watch` quarantines the
+/// upload with that reason after a bounded number of attempts.
+public enum StoreBlocked {
+    public static let phrase = "is in the way"
 }

@@ -13,7 +13,7 @@ import SystemKit
 final class Candidates: Sendable {
     private let capacity: Int
     private let settle: Double
-    private let incoming: String
+    private let incoming: DirectoryHandle
     private let monitor = Monitor(State())
 
     private struct State {
@@ -41,7 +41,7 @@ final class Candidates: Sendable {
         case suspect(String)
     }
 
-    init(incoming: String, capacity: Int, settle: Double) {
+    init(incoming: DirectoryHandle, capacity: Int, settle: Double) {
         self.incoming = incoming
         self.capacity = max(16, capacity)
         self.settle = settle
@@ -150,7 +150,7 @@ final class Candidates: Sendable {
 
     /// Ready once unchanged since the last look and untouched for `settle` seconds.
     private func examine(_ name: String, _ last: FileOps.Status?, now: Double, _ locked: Monitor<State>.Locked) {
-        guard let status = FileOps.status("\(incoming)/\(name)") else {
+        guard let status = incoming.status(name).map(FileOps.Status.init) else {
             locked.state.settling.removeValue(forKey: name)
             locked.state.members.remove(name)
             return

@@ -18,7 +18,16 @@ struct Janitor: Sendable {
     /// gone from this host or that are over a day old. Returns how many were removed.
     @discardableResult
     func removeStaleTemporaries(under root: String) -> Int {
-        let removed = TempFiles.removeStale(under: root)
+        report(TempFiles.removeStale(under: root), in: root)
+    }
+
+    /// The same in a folder held open (`failed/`).
+    @discardableResult
+    func removeStaleTemporaries(in directory: DirectoryHandle) -> Int {
+        report(TempFiles.removeStale(in: directory), in: directory.path)
+    }
+
+    private func report(_ removed: Int, in root: String) -> Int {
         if removed > 0 { logger.notice("removed temp files left by dead processes", metadata: ["snap.dir": "\(root)", "snap.count": .number(removed)]) }
         return removed
     }
@@ -31,15 +40,14 @@ struct Janitor: Sendable {
     }
 
     /// Deletes sources in `done/` older than `retention` seconds (by ctime, which the
-    /// rename into `done/` sets). Streams the directory.
-    func expireDone(in directory: String, retention: Double) {
+    /// rename into `done/` sets). Streams the folder held open; only regular files go.
+    func expireDone(in directory: DirectoryHandle, retention: Double) {
         guard retention > 0 else { return }
         var expired = 0
         let cutoff = wallNow() - retention
-        try? FileOps.forEachName(in: directory) { name in
-            let path = "\(directory)/\(name)"
-            if !PathBytes.isHidden(name), let status = FileOps.status(path), status.isRegular, status.ctime < cutoff {
-                if unlink(path) == 0 { expired += 1 }
+        _ = directory.forEachName { name in
+            if !PathBytes.isHidden(name), let status = directory.status(name), status.kind == .regular, status.ctime < cutoff {
+                if directory.unlink(name) == 0 { expired += 1 }
             }
             return true
         }

@@ -25,9 +25,84 @@ public struct Layout: Sendable {
     /// Where `worker` keeps its claims (and its `.lease`).
     public func claims(of worker: String) -> String { "\(processing)/\(worker)" }
 
-    /// Creates the four directories.
-    func create() throws {
-        for directory in [incoming, processing, done, failed] { try FileOps.makeDirectory(directory) }
+    /// The four folders' names in the upload directory.
+    static let folders = ["incoming", "processing", "done", "failed"]
+
+    /// A sentence when one of the four folders exists and is not a real directory (a
+    /// symbolic link, a file): checked at start, before any work (exit 2).
+    public func unsafeFolder() -> String? {
+        for name in Self.folders {
+            guard let status = POSIX.status(Array("\(root)/\(name)".utf8)) else { continue }
+            switch status.kind {
+            case .directory: continue
+            case .symbolicLink:
+                return "\(root)/\(name) is a symbolic link; watch never follows one inside the upload directory (make it a real directory)"
+            default:
+                return "\(root)/\(name) is not a directory"
+            }
+        }
+        return nil
+    }
+}
+
+/// The upload directory, opened once by descriptor: the root (which may be a symlink:
+/// the operator's choice) and its four folders, each opened from it with `O_NOFOLLOW`.
+/// Every move, write and removal in them is made relative to these descriptors
+/// (`renameat2`, `openat`, `unlinkat`), so a folder swapped for a symlink (or moved)
+/// by a writer of the upload directory cannot redirect anything outside it; `problem()`
+/// tells when that happened, and claiming stops until it is put right.
+final class UploadDirectory: Sendable {
+    let layout: Layout
+    let root: DirectoryHandle
+    let incoming: DirectoryHandle
+    let processing: DirectoryHandle
+    let done: DirectoryHandle
+    let failed: DirectoryHandle
+
+    /// Opens (creating what is missing) the root and its four folders. A folder that
+    /// is a symlink or not a directory is refused with a sentence.
+    init(layout: Layout) throws(SnapError) {
+        self.layout = layout
+        do { try FileOps.makeDirectory(layout.root) } catch let error as SnapError { throw error } catch { throw SnapError(.io, "\(error)") }
+        let root: DirectoryHandle
+        do { root = try DirectoryHandle.open(layout.root) } catch { throw SnapError.io("cannot open the upload directory", layout.root, errno: error.code) }
+        self.root = root
+        incoming = try Self.folder(root, "incoming")
+        processing = try Self.folder(root, "processing")
+        done = try Self.folder(root, "done")
+        failed = try Self.folder(root, "failed")
+    }
+
+    private static func folder(_ root: DirectoryHandle, _ name: String) throws(SnapError) -> DirectoryHandle {
+        do { return try root.subdirectory(name, create: true) } catch {
+            throw folderError(root, name, error.code)
+        }
+    }
+
+    /// What it means that `name` in `parent` could not be opened as a directory.
+    static func folderError(_ parent: DirectoryHandle, _ name: String, _ code: Int32) -> SnapError {
+        switch parent.kind(of: name) {
+        case .symbolicLink?:
+            return SnapError(.io, "\(parent.path)/\(name) is a symbolic link; watch never follows one inside the upload directory")
+        case let kind? where kind != .directory:
+            return SnapError(.io, "\(parent.path)/\(name) is not a directory")
+        default:
+            return SnapError.io("cannot open directory", "\(parent.path)/\(name)", errno: code)
+        }
+    }
+
+    /// Nil while every folder's name still leads to the directory opened at start; else
+    /// a sentence saying which one was replaced (by a symlink, another directory) or removed.
+    func problem() -> String? {
+        for (name, folder) in [("incoming", incoming), ("processing", processing), ("done", done), ("failed", failed)] {
+            if root.holds(name, folder) { continue }
+            switch root.kind(of: name) {
+            case nil: return "\(layout.root)/\(name) was removed or renamed"
+            case .symbolicLink?: return "\(layout.root)/\(name) was replaced by a symbolic link"
+            default: return "\(layout.root)/\(name) was replaced by another file or directory"
+            }
+        }
+        return nil
     }
 }
 

@@ -7,6 +7,8 @@ import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
+import SystemKit
+import Synchronization
 
 /// One upload, from claim to its final place:
 ///
@@ -32,6 +34,10 @@ struct Processor: Sendable {
     let succeeded: @Sendable () -> Void
     /// Called when a name could not be claimed yet (`.busy`): look at `incoming/` again soon.
     let recheck: @Sendable () -> Void
+    /// Failures per key whose place in the store was blocked (see `isStoreCondition`).
+    let storeConditions = StoreConditions()
+    /// Paces the error line about a replaced folder.
+    let folderReports = Every(seconds: 60)
 
     /// What a job produced: published (with what the log and metrics show), or an error.
     struct Published {
@@ -44,10 +50,16 @@ struct Processor: Sendable {
     /// Claims `work` for the runner: the job to send to a worker process, or nil
     /// when there is none (another worker was faster, or it was concluded here).
     func claim(_ work: Candidates.Work) -> FileWalker.Entry? {
+        // A folder of the upload directory replaced (by a symlink, another directory):
+        // nothing is claimed until it is put right.
+        if let problem = claims.uploads.problem() {
+            folderProblem(problem)
+            return nil
+        }
         let name: String, path: String, isolated: Bool
         switch work {
         case .suspect(let suspect):
-            guard FileOps.status("\(claims.mine)/\(suspect)") != nil else { return nil }
+            guard claims.holds(suspect) else { return nil }
             (name, path, isolated) = (suspect, "\(claims.mine)/\(suspect)", true)
         case .upload(let upload):
             switch claims.claim(upload) {
@@ -69,7 +81,7 @@ struct Processor: Sendable {
         guard inFlight.begin(path, name: name, key: key, isolated: isolated) else { claims.release(name); return nil }
         metrics.started()
         // Opening a symlink fails with ELOOP, an I/O error that would be retried forever.
-        guard let status = FileOps.status(path), status.isRegular else {
+        guard let status = claims.claimDirectory.status(name), status.kind == .regular else {
             conclude(path, .failure(SnapError(.unsupported, "not a regular file: only files are uploads (no symlinks or directories)")))
             return nil
         }
@@ -113,8 +125,33 @@ struct Processor: Sendable {
         if attempts > 1 { meta["snap.attempts"] = .number(attempts) }
         if job.isolated { meta["snap.isolated"] = .flag(true) }
 
+        var outcome = outcome
+        if case .failure(let error) = outcome {
+            // Gone from its claim (removed by another program): there is nothing left to place.
+            if !claims.holds(name) {
+                meta["snap.result"] = "vanished"
+                meta["snap.error"] = "\(error.message)"
+                logger.warning("the upload vanished from its claim (removed by another program); nothing to move", metadata: meta)
+                storeConditions.clear(key)
+                return
+            }
+            // Its place in the store is blocked (a symlink or a directory where a folder or its
+            // manifest goes): the store's condition, not the upload's fault, so retried as a
+            // transient failure, and quarantined with that reason only after `maxAttempts`.
+            if Self.isStoreCondition(error, key: key) {
+                let count = storeConditions.count(key)
+                if count < config.maxAttempts {
+                    outcome = .failure(SnapError(.io, "\(error.message) (attempt \(count) of \(config.maxAttempts); retried)", cause: error.cause))
+                } else {
+                    storeConditions.clear(key)
+                    // Quarantined as `unsafe-name`: the key's place in the store is blocked.
+                    outcome = .failure(SnapError(.unsafeName, "\(error.message) (still so after \(count) attempts)", cause: error.cause))
+                }
+            }
+        }
         switch outcome {
         case .success(let upload):
+            storeConditions.clear(key)
             if let digest = upload.digest { meta["snap.digest"] = "\(digest)" }
             switch upload.publish {
             case .created: break
@@ -153,7 +190,8 @@ struct Processor: Sendable {
             backoff(error, name)
             claims.release(name)
         case .failure(let error):
-            let moved = quarantine.quarantine(claim: path, key: key, error: error, attempts: attempts, worker: claims.me.id)
+            storeConditions.clear(key)
+            let moved = quarantine.quarantine(name, in: claims.claimDirectory, key: key, error: error, attempts: attempts, worker: claims.me.id)
             if !moved { claims.release(name) }
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(error.message)"
@@ -168,9 +206,42 @@ struct Processor: Sendable {
         }
     }
 
+    /// A failure that says the upload's place in the store is blocked, not that the upload
+    /// is bad: `unsafe-name` for a key that is itself valid (a symlink inside the store on
+    /// its path), or a directory (or other non-file) where its manifest or a folder goes.
+    static func isStoreCondition(_ error: SnapError, key: String) -> Bool {
+        switch error.code {
+        case .unsafeName: return (try? StoreKey.validate(key)) != nil
+        case .io: return error.message.contains(StoreBlocked.phrase)
+        default: return false
+        }
+    }
+
+    /// Logs (at most once a minute) and counts a folder of the upload directory that was
+    /// replaced, and pauses claiming.
+    private func folderProblem(_ problem: String) {
+        metrics.folderProblems.increment()
+        if folderReports.due() {
+            logger.error("a folder of the upload directory was replaced; claiming stops until it is put right (it is never followed)", metadata: [
+                "snap.dir": "\(claims.layout.root)", "snap.error": "\(problem)"])
+        }
+        backoff(SnapError(.io, problem), nil)
+    }
+
     private func timeoutError() -> SnapError {
         SnapError(.timeout, "processing took longer than the per-image time limit of \(config.imageTimeout) s (image-timeout) and was stopped")
     }
+}
+
+/// Counts, per key, the attempts that met a blocked place in the store, so that such an
+/// upload is retried a bounded number of times before it is quarantined with the reason.
+final class StoreConditions: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+
+    /// This attempt's number for `key` (1 for the first).
+    func count(_ key: String) -> Int { counts.withLock { $0[key, default: 0] += 1; return $0[key]! } }
+
+    func clear(_ key: String) { _ = counts.withLock { $0.removeValue(forKey: key) } }
 }
 
 /// The runner's job source in `watch`: claims, as uploads become ready. It ends

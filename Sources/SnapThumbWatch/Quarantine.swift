@@ -29,8 +29,10 @@ public struct ErrorRecord: Codable, Sendable, Equatable {
 /// upload is renamed into `failed/`, so a crash in between leaves the upload
 /// claimed (and retried later), never lost.
 struct Quarantine: Sendable {
-    let layout: Layout
+    let uploads: UploadDirectory
     let logger: Logger
+
+    var layout: Layout { uploads.layout }
 
     /// The longest name `failed/` takes (`NAME_MAX`, 255 on Linux file systems).
     static let nameLimit = 255
@@ -51,45 +53,52 @@ struct Quarantine: Sendable {
         return PathBytes.prefix(key, maxBytes: room) + tag
     }
 
-    /// Moves `claim` to `failed/<key>` with its error record `failed/<key>.error.json`
-    /// (a long key is shortened: `failedName(for:)`); a name already in `failed/` is
-    /// never overwritten (the upload gets a distinct one, `a~2.jpg` with
-    /// `a~2.jpg.error.json`). False if the claim was gone.
+    /// Moves the claim `name` (in the claim directory `claims`) to `failed/<key>` with
+    /// its error record `failed/<key>.error.json` (a long key is shortened:
+    /// `failedName(for:)`); a name already in `failed/` is never overwritten (the
+    /// upload gets a distinct one, `a~2.jpg` with `a~2.jpg.error.json`). Everything is
+    /// done relative to the folders held open, so a `failed/` swapped for a symlink
+    /// receives nothing. False if the claim was gone.
     @discardableResult
-    func quarantine(claim: String, key: String, error: SnapError, attempts: Int, worker: String) -> Bool {
+    func quarantine(_ name: String, in claims: DirectoryHandle, key: String, error: SnapError, attempts: Int, worker: String) -> Bool {
         // No record for an upload that is not there (it would replace another's).
-        guard FileOps.status(claim) != nil else { return false }
+        guard claims.status(name) != nil else { return false }
         let record = ErrorRecord(key: key, code: error.code.rawValue, message: error.message,
                                    time: ISO8601DateFormatter().string(from: Date()), attempts: max(1, attempts), worker: worker)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let failed = layout.failed
+        let failed = uploads.failed
         func taken(_ name: String) -> Bool {
-            FileOps.status("\(failed)/\(name)") != nil || FileOps.status("\(failed)/\(name).error.json") != nil
+            failed.status(name) != nil || failed.status(name + Self.recordSuffix) != nil
+        }
+        func writeRecord(_ json: [UInt8], as name: String) throws {
+            do { try failed.writeAtomically(name + Self.recordSuffix, json, tempName: Durable.tempName(for: name + Self.recordSuffix)) } catch {
+                throw SnapError.io("cannot write", "\(layout.failed)/\(name)\(Self.recordSuffix)", errno: error.code)
+            }
         }
         do {
-            let json = try encoder.encode(record) + Data("\n".utf8)
+            let json = [UInt8](try encoder.encode(record) + Data("\n".utf8))
             // The record first, under the name the upload will take: a crash in
             // between leaves the upload claimed (retried later), never lost.
-            var name = Self.failedName(for: key)
-            for n in 2...10_001 where taken(name) {
+            var target = Self.failedName(for: key)
+            for n in 2...10_001 where taken(target) {
                 let ext = PathBytes.pathExtension(key)
                 let stem = String(decoding: key.utf8.dropLast(ext.isEmpty ? 0 : ext.utf8.count + 1), as: UTF8.self)
-                name = Self.failedName(for: ext.isEmpty ? "\(key)~\(n)" : "\(stem)~\(n).\(ext)")
+                target = Self.failedName(for: ext.isEmpty ? "\(key)~\(n)" : "\(stem)~\(n).\(ext)")
             }
-            try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(name).error.json")
-            guard FileOps.status(claim) != nil else { unlink("\(failed)/\(name).error.json"); return false }
-            let used = try FileOps.moveWithoutReplacing(claim, into: failed, name: name) { $0 != name && taken($0) }
-            if used != name {
+            try writeRecord(json, as: target)
+            guard claims.status(name) != nil else { failed.unlink(target + Self.recordSuffix); return false }
+            let used = try FileOps.moveWithoutReplacing(name, from: claims, into: failed, name: target) { $0 != target && taken($0) }
+            if used != target {
                 // Another worker took the name meanwhile: the record follows the upload.
-                try FileOps.writeAtomically([UInt8](json), to: "\(failed)/\(used).error.json")
+                try writeRecord(json, as: used)
             }
         } catch {
             logger.error("cannot quarantine the upload; it stays claimed", metadata: [
                 "snap.key": "\(key)", "snap.error": "\(error)"])
             return false
         }
-        FileOps.fsyncDirectory(failed)
+        failed.sync()
         return true
     }
 }

@@ -22,23 +22,24 @@ final class Scanner: Sendable {
     private let monitor: Monitor<State>
     private let finished = DispatchSemaphore(value: 0)
 
-    init(incoming: String, interval: Double, candidates: Candidates, quarantine: Quarantine, worker: String, logger: Logger) {
+    init(uploads: UploadDirectory, claims: DirectoryHandle, interval: Double, candidates: Candidates, quarantine: Quarantine, worker: String, logger: Logger) {
+        let incoming = uploads.incoming
         monitor = Monitor(State(interval: interval))
         let thread = Thread { [self] in
             while let reason = nextScan() {
                 var offered = 0
                 do {
                     var renamed: [FileName] = []
-                    let code = POSIX.forEachEntry(in: incoming) { entry in
+                    let code = incoming.forEachEntry { entry in
                         let name = entry.escaped
                         guard UploadName.isUpload(name) else { return true }
                         if entry.string == nil { renamed.append(entry); return true }
                         offered += 1
                         return candidates.offerWaiting(name)
                     }
-                    if code != 0 { errno = code; throw FileOps.error("cannot read directory", incoming) }
+                    if code != 0 { throw SnapError.io("cannot read directory", incoming.path, errno: code) }
                     for entry in renamed {
-                        if let name = Self.rename(entry, in: incoming, quarantine: quarantine, worker: worker, logger: logger) {
+                        if let name = Self.rename(entry, in: incoming, claims: claims, quarantine: quarantine, worker: worker, logger: logger) {
                             offered += 1
                             if !candidates.offerWaiting(name) { break }
                         }
@@ -59,10 +60,9 @@ final class Scanner: Sendable {
     /// which is its key from then on; the new name is returned. When that form is too
     /// long for a name, the upload is quarantined (`unsafe-name`) instead. When the
     /// escaped name is taken, it waits for a later scan.
-    static func rename(_ entry: FileName, in incoming: String, quarantine: Quarantine, worker: String, logger: Logger) -> String? {
+    static func rename(_ entry: FileName, in incoming: DirectoryHandle, claims: DirectoryHandle, quarantine: Quarantine, worker: String, logger: Logger) -> String? {
         let key = entry.escaped
-        let source = Array(incoming.utf8) + [0x2F] + entry.bytes
-        var code = POSIX.renameNoReplace(source, "\(incoming)/\(key)")
+        var code = incoming.moveNoReplace(bytes: entry.bytes, to: incoming, as: key)
         if code == 0 {
             logger.notice("renamed an upload whose name is not UTF-8 to its key", metadata: ["snap.key": "\(key)"])
             return key
@@ -73,11 +73,11 @@ final class Scanner: Sendable {
         }
         if code == ENAMETOOLONG {
             // Quarantined through this worker's claim directory, under a name that fits.
-            let claim = "\(quarantine.layout.claims(of: worker))/\(Quarantine.failedName(for: key))"
-            code = POSIX.renameNoReplace(source, claim)
+            let claim = Quarantine.failedName(for: key)
+            code = incoming.moveNoReplace(bytes: entry.bytes, to: claims, as: claim)
             if code == 0 {
                 let error = SnapError(.unsafeName, "the name is not UTF-8, and written with %XX escapes it is longer than a file name may be")
-                if quarantine.quarantine(claim: claim, key: key, error: error, attempts: 1, worker: worker) {
+                if quarantine.quarantine(claim, in: claims, key: key, error: error, attempts: 1, worker: worker) {
                     logger.warning("failed; quarantined in failed/", metadata: ["snap.key": "\(key)", "snap.result": "unsafe-name"])
                 }
                 return nil

@@ -211,6 +211,7 @@ public struct WatchConfiguration: Sendable {
         if !create, !Self.isDirectory(uploadDirectory) {
             throw WatchConfigError("upload directory \(uploadDirectory) does not exist; create it, or pass --create to have watch create it")
         }
+        if let problem = Layout(root: uploadDirectory).unsafeFolder() { throw WatchConfigError(problem) }
     }
 
     /// A sentence when `metricsFile`'s directory does not exist (no node_exporter on this host):

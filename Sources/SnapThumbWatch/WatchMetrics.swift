@@ -17,6 +17,7 @@ final class WatchMetrics: Sendable {
     let processed: Count
     let bytesWritten: Count
     let transientRetries: Count
+    let folderProblems: Count
     let inFlight: Level
     let backlog: Level
     let latency: Latency
@@ -32,6 +33,8 @@ final class WatchMetrics: Sendable {
             "bytes_written", "total", "Bytes of thumbnails written to the store.")))
         transientRetries = Count(registry.makeCounter(descriptor: Self.watch(
             "transient_failures", "total", "Transient failures (I/O, store full or read-only): the upload went back to incoming/.")))
+        folderProblems = Count(registry.makeCounter(descriptor: Self.watch(
+            "folder_problems", "total", "Times claiming stopped because a folder of the upload directory was replaced (a symlink, another directory) or removed.")))
         inFlight = Level(registry.makeGauge(descriptor: Self.watch("files_in_flight", "", "Uploads being processed now.")))
         backlog = Level(registry.makeGauge(descriptor: Self.watch("backlog", "files", "Uploads waiting in incoming/.")))
         latency = Latency(registry.makeDurationHistogram(

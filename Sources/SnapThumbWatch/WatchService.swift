@@ -5,6 +5,7 @@ import Prometheus
 import ServiceLifecycle
 import SnapThumbCore
 import SnapThumbStore
+import SystemKit
 @_spi(Testing) import SnapThumbRunner
 
 /// `snapthumb watch` as a swift-service-lifecycle `Service`: it runs until graceful
@@ -72,35 +73,35 @@ public final class WatchService: Service, Sendable {
         signal(SIGPIPE, SIG_IGN)
         let logger = self.logger
         let store: any StoreBackend
+        let uploads: UploadDirectory
+        let claims: Claims
+        let quarantine: Quarantine
         do {
-            try layout.create()
+            // The upload directory and its folders, opened once by descriptor (never through a symlink).
+            uploads = try UploadDirectory(layout: layout)
             store = try openedStore ?? Store(root: config.store, onConflict: pipeline.settings.onConflict)
+            quarantine = Quarantine(uploads: uploads, logger: logger)
+            claims = try Claims(uploads: uploads, me: me, leaseTimeout: config.leaseTimeout, maxAttempts: config.maxAttempts,
+                                quarantine: quarantine, logger: logger)
         } catch let error as SnapError {
             throw WatchConfigError("cannot prepare the directories: \(error.message)")
         }
-        let quarantine = Quarantine(layout: layout, logger: logger)
-        let claims = Claims(layout: layout, me: me, leaseTimeout: config.leaseTimeout, maxAttempts: config.maxAttempts,
-                            quarantine: quarantine, logger: logger)
         let janitor = Janitor(logger: logger)
         let metrics = WatchMetrics(registry: registry ?? PrometheusCollectorRegistry())
         metrics.beat()
         let textfile = registry.flatMap { registry in config.metricsFile.map { MetricsTextfile(path: $0, registry: registry) } }
 
         // Crash recovery before the first claim: dead workers' claims (and our own
-        // leftovers under a fixed --worker-id) go back to incoming/, temp files go.
-        if FileOps.status(claims.mine) != nil, !claims.isGone(me.id) {
-            // Recovering "our own" leftovers would steal a live worker's claims.
-            throw WatchConfigError("worker id \(me.id) is in use by a running worker (its lease in \(claims.mine) is fresh); give each worker its own --worker-id")
-        }
+        // leftovers under a fixed --worker-id) are taken over, temp files go.
         let abandoned = claims.takeOverAbandoned(includingMine: true)
         try claims.register()
         if let directory = store.directory { janitor.removeStaleTemporaries(under: directory) }
-        janitor.removeStaleTemporaries(under: layout.failed)
+        janitor.removeStaleTemporaries(in: uploads.failed)
         if let file = config.metricsFile { janitor.removeStaleTemporaries(of: file) }
 
-        let candidates = Candidates(incoming: layout.incoming, capacity: config.queueCapacity, settle: config.settle)
+        let candidates = Candidates(incoming: uploads.incoming, capacity: config.queueCapacity, settle: config.settle)
         candidates.offerSuspects(abandoned)
-        let scanner = Scanner(incoming: layout.incoming, interval: config.poll ? config.pollInterval : config.rescanInterval,
+        let scanner = Scanner(uploads: uploads, claims: claims.claimDirectory, interval: config.poll ? config.pollInterval : config.rescanInterval,
                               candidates: candidates, quarantine: quarantine, worker: me.id, logger: logger)
         let backoff = Backoff()
         // An upload in flight past the image limit (when its worker is killed), a grace
@@ -123,13 +124,15 @@ public final class WatchService: Service, Sendable {
             succeeded: { backoff.reset() },
             recheck: { DispatchQueue.global().asyncAfter(deadline: .now() + 1) { scanner.request() } })
 
-        let watcher = config.poll ? nil : startWatcher(candidates: candidates, scanner: scanner)
+        let watcher = config.poll ? nil : startWatcher(incoming: uploads.incoming, candidates: candidates, scanner: scanner)
         scanner.request()
 
         // The same runner as backfill: `jobs` worker processes, each publishing
         // through its group commit. Claims are taken only when a worker can start
         // them, and a window of 2 keeps a worker busy without holding uploads back.
-        let arguments = try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: nil, jobs: config.jobs, isolated: true)
+        // Workers read each claim from the upload directory without following a symlink on the way.
+        let arguments = try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: ConfinedFiles(root: layout.root),
+                                                        jobs: config.jobs, isolated: true)
         let pool = ProcessPool(launch: .process(executable: workerExecutable, arguments: arguments), jobs: config.jobs,
                                window: 2, deadline: config.imageTimeout, loneCrashRetries: config.maxAttempts - 1, faults: faults)
         let source = ClaimSource(candidates: candidates, processor: processor)
@@ -150,10 +153,10 @@ public final class WatchService: Service, Sendable {
             metrics.beat()
             claims.heartbeat()
             candidates.offerSuspects(claims.takeOverAbandoned(includingMine: false))
-            metrics.backlog.record(Self.countUploads(in: layout.incoming))
+            metrics.backlog.record(Self.countUploads(in: uploads.incoming))
             textfile?.write(logger: logger)
             if expiry.due() {
-                janitor.expireDone(in: layout.done, retention: config.doneRetention)
+                janitor.expireDone(in: uploads.done, retention: config.doneRetention)
             }
         }
         logger.info("watching", metadata: [
@@ -194,7 +197,7 @@ public final class WatchService: Service, Sendable {
         }
         housekeeping.stop()
         watchdog?.stop()
-        metrics.backlog.record(Self.countUploads(in: layout.incoming))
+        metrics.backlog.record(Self.countUploads(in: uploads.incoming))
         textfile?.write(logger: logger)
         // Every claim is finished or returned by now, so the claim directory goes too.
         claims.unregister()
@@ -203,11 +206,14 @@ public final class WatchService: Service, Sendable {
 
     /// inotify on `incoming/`; nil (and polling at `pollInterval`) when it is unavailable,
     /// e.g. when fs.inotify.max_user_watches is reached: slower, but nothing is lost.
-    private func startWatcher(candidates: Candidates, scanner: Scanner) -> InotifyWatcher? {
+    private func startWatcher(incoming: DirectoryHandle, candidates: Candidates, scanner: Scanner) -> InotifyWatcher? {
         let logger = self.logger
         let faults = self.faults
         do {
-            return try InotifyWatcher(directory: layout.incoming, overflows: { faults.inotifyBatchOverflows() }, logger: logger) { event in
+            // The folder held open, through its descriptor's link: the watch is on that very
+            // directory even if `incoming/` was swapped for a symlink since it was opened.
+            let directory = FileOps.status("/proc/self/fd") != nil ? "/proc/self/fd/\(incoming.fd)" : layout.incoming
+            return try InotifyWatcher(directory: directory, overflows: { faults.inotifyBatchOverflows() }, logger: logger) { event in
                 switch event {
                 case .overflow:
                     logger.notice("inotify queue overflowed; rescanning incoming/")
@@ -230,9 +236,9 @@ public final class WatchService: Service, Sendable {
         }
     }
 
-    static func countUploads(in directory: String) -> Int {
+    static func countUploads(in directory: DirectoryHandle) -> Int {
         var count = 0
-        try? FileOps.forEachName(in: directory) { name in
+        _ = directory.forEachName { name in
             if UploadName.isUpload(name) { count += 1 }
             return true
         }

@@ -105,6 +105,11 @@ public enum POSIX {
     public static func forEachEntry(inBytes directory: [UInt8], _ body: (FileName) -> Bool) -> Int32 {
         guard let handle = withCPath(directory, { opendir($0) }) else { return errno }
         defer { closedir(handle) }
+        return readEntries(handle, body)
+    }
+
+    /// The entries of an open directory stream, as `forEachEntry` gives them. Returns 0.
+    static func readEntries(_ handle: OpaquePointer, _ body: (FileName) -> Bool) -> Int32 {
         let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(handle) {
             let record = Int(entry.pointee.d_reclen)

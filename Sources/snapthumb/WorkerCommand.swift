@@ -19,7 +19,7 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Store directory or s3:// URL.")
     var store: String
 
-    @Option(name: .long, help: "Where sources are read: an s3:// URL (default: files).")
+    @Option(name: .long, help: "Where sources are read: an s3:// URL, or confined:DIR for files below DIR reached without following a symlink (default: files).")
     var sources: String?
 
     @Option(name: .long, help: "Settings as JSON (the config-file format).")
@@ -102,7 +102,11 @@ struct WorkerStart {
             store = try StoreLocation.open(self.store, schemes: StoreArgument.schemes,
                                           options: StoreOpenOptions(onConflict: ConflictPolicy(rawValue: onConflict) ?? .refuse, logger: StoreArgument.stderrLogger,
                                                                     cloud: cloud))
-            reader = try sources.map { try S3Sources(url: $0, cloud: cloud) } ?? LocalFiles()
+            if let sources, let confined = ConfinedFiles(workerArgument: sources) {
+                reader = confined
+            } else {
+                reader = try sources.map { try S3Sources(url: $0, cloud: cloud) } ?? LocalFiles()
+            }
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)

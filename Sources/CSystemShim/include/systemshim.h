@@ -39,6 +39,8 @@ int snap_die_with_parent(void);
  * where the file system does not support it (NFS), a check for `to` then rename.
  * 0, or -1 with errno (EEXIST when `to` exists). */
 int snap_rename_noreplace(const char *from, const char *to);
+/* The same between two open directories (renameat2 with RENAME_NOREPLACE, or a check then renameat). */
+int snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *to);
 /* Swaps two paths in one step, renameat2(RENAME_EXCHANGE): both exist before and after
  * (a directory and a file may trade places). 0, or -1 with errno (EINVAL where the file
  * system cannot, ENOSYS without renameat2). */

@@ -30,7 +30,7 @@ public final class InotifyWatcher: Sendable {
                 onEvent: @escaping @Sendable (Event) -> Void) throws {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { throw FileOps.error("inotify is not available for", directory) }
-        let mask = UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | (created ? UInt32(IN_CREATE) : 0)
+        let mask = UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_ONLYDIR) | (created ? UInt32(IN_CREATE) : 0)
         guard inotify_add_watch(fd, directory, mask) >= 0 else {
             let error = FileOps.error("cannot watch", directory)
             close(fd)

@@ -93,8 +93,13 @@ import ServiceLifecycleTestKit
 
     /// Leaves claims of a worker that died (its pid is gone) holding `files`.
     func deadWorkerClaims(_ h: WatchHarness, _ files: [String: [UInt8]]) throws {
-        let dir = "\(h.uploads)/processing/\(WorkerIdentity.hostname()).\(try Fixtures.deadPID())"
+        let pid = try Fixtures.deadPID()
+        let worker = "\(WorkerIdentity.hostname()).\(pid)"
+        let dir = "\(h.uploads)/processing/\(worker)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Its lease names this host and its (dead) pid: a claim directory is taken over only on a lease.
+        let lease = #"{"worker":"\#(worker)","host":"\#(WorkerIdentity.hostname())","pid":\#(pid)}"#
+        try Data(lease.utf8).write(to: URL(fileURLWithPath: "\(dir)/.lease"))
         for (name, bytes) in files { try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)")) }
     }
 
