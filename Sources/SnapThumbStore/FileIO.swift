@@ -221,28 +221,11 @@ public enum FileOps {
         if code != 0 { errno = code; throw error("cannot read directory", directory) }
     }
 
-    /// Moves `path` into `directory` under `name`, or, when that name is taken
-    /// (or `taken` says so), under `<stem>~2<.ext>`, `~3`… : never over another
-    /// file. link(2) then unlink(2), since rename(2) replaces. Returns the name used.
-    public static func moveWithoutReplacing(_ path: String, into directory: String, name: String,
-                                     taken: (String) -> Bool = { _ in false }) throws -> String {
-        let ext = PathBytes.pathExtension(name)
-        let stem = ext.isEmpty ? name : String(decoding: name.utf8.dropLast(ext.utf8.count + 1), as: UTF8.self)
-        for n in 1...10_000 {
-            let candidate = n == 1 ? name : "\(stem)~\(n)\(ext.isEmpty ? "" : "." + ext)"
-            if taken(candidate) { continue }
-            let target = "\(directory)/\(candidate)"
-            // One rename that never replaces (also for a directory or symlink, which link(2) cannot take).
-            let code = POSIX.renameNoReplace(path, target)
-            if code == 0 { return candidate }
-            if code != EEXIST { errno = code; throw error("cannot move \(path) to", target) }
-        }
-        throw SnapError(.io, "cannot move \(path) into \(directory): 10000 files named like \(name) are there")
-    }
-
-    /// `moveWithoutReplacing` between two directories held open: `name` in `source`
-    /// moves into `target` under `newName` or the first free `<stem>~<n><.ext>`,
-    /// never through a symlink swapped in for either directory. Returns the name used.
+    /// Moves `name` from `source` into `target` (two directories held open) under
+    /// `newName`, or, when that name is taken (or `taken` says so), under
+    /// `<stem>~2<.ext>`, `~3`… : never over another file (renameat2 with
+    /// RENAME_NOREPLACE), never through a symlink swapped in for either directory.
+    /// Returns the name used.
     public static func moveWithoutReplacing(_ name: String, from source: DirectoryHandle, into target: DirectoryHandle, name newName: String,
                                             taken: (String) -> Bool = { _ in false }) throws -> String {
         let ext = PathBytes.pathExtension(newName)
@@ -284,9 +267,6 @@ public enum FileOps {
                       ctime: Double(st.st_ctim.tv_sec) + Double(st.st_ctim.tv_nsec) / 1e9,
                       isRegular: mode == S_IFREG, isDirectory: mode == S_IFDIR)
     }
-
-    /// Sets a file's mtime to now (the lease heartbeat).
-    public static func touch(_ path: String) -> Bool { utimensat(AT_FDCWD, path, nil, 0) == 0 }
 
     public static func error(_ doing: String, _ path: String) -> SnapError {
         let code = errno
