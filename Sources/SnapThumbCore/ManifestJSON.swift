@@ -36,10 +36,11 @@ enum ManifestJSON {
         members.append(("recipe", .encoded(compact: recipe.compact, pretty: recipe.pretty)))
         members.append(("schema", .string(manifest.schema)))
         let s = manifest.source
-        members.append(("source", .object([
-            ("bytes", .int(s.bytes)), ("digest", .string(s.digest)), ("height", .int(s.height)),
-            ("mediaType", .string(s.mediaType)), ("orientation", .int(s.orientation)), ("width", .int(s.width)),
-        ])))
+        var source: [(String, Value)] = [("bytes", .int(s.bytes))]
+        if let decodedFrom = s.decodedFrom { source.append(("decodedFrom", .string(decodedFrom.rawValue))) }
+        source += [("digest", .string(s.digest)), ("height", .int(s.height)),
+                   ("mediaType", .string(s.mediaType)), ("orientation", .int(s.orientation)), ("width", .int(s.width))]
+        members.append(("source", .object(source)))
         let variants = manifest.variants.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         members.append(("variants", .object(variants.map { ($0.key, value($0.value)) })))
         return .object(members)
