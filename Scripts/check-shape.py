@@ -112,8 +112,10 @@ for name in sorted(tests):
 def lines(name):
     return sum(sum(1 for _ in open(p, encoding="utf-8")) for p in sources(name))
 core = lines("SnapThumbCore")
-if core > 2500:
-    problem("core-lines", f"SnapThumbCore has {core} lines (at most 2,500)")
+# 2,500 until issue 41 (the HEIF thumbnail's choice and the manifest's `source.decodedFrom`, a
+# pipeline decision that belongs in the decode step): 2,600.
+if core > 2600:
+    problem("core-lines", f"SnapThumbCore has {core} lines (at most 2,600)")
 files = [p for n in production for p in sources(n)]
 text = {p: open(p, encoding="utf-8").read() for p in files}
 for p, s in text.items():
@@ -147,6 +149,39 @@ for p, s in text.items():
             continue
         if re.search(r"\bpublic\b", line) and re.search(r"\b(RunFaults|NoFaults)\b", line) and "@_spi(" not in line:
             problem("general", f"{p}: public declaration names a fault type outside @_spi: {stripped[:100]}")
+
+# 6. Docs and comments name source paths that exist (issue 42): a path under one of the
+# repository's top folders, `Module/File.swift` for a module under Sources/, or a bare
+# source file name (`resample.c`, `Claims.swift`) must be a file of this checkout.
+tracked = subprocess.check_output(["git", "ls-files", "--cached", "--others", "--exclude-standard"], text=True).split("\n")
+tracked = [t for t in tracked if t]
+basenames = {os.path.basename(t) for t in tracked}
+modules = {t.split("/")[1] for t in tracked if t.startswith("Sources/") and t.count("/") >= 2}
+tops = ("Sources/", "Scripts/", "Tests/", "Benchmarks/", "deploy/", "dist/", "docs/")
+def path_exists(token):
+    token = token.rstrip(".,:;)")
+    if token.startswith(tops):
+        return os.path.exists(token) or any(t.startswith(token.rstrip("/") + "/") for t in tracked)
+    first = token.split("/")[0]
+    if first in modules and token.endswith((".swift", ".c", ".h")):
+        return any(t.startswith(f"Sources/{first}/") and t.endswith("/" + token.split("/", 1)[1]) for t in tracked)
+    # A bare Swift file name (libjpeg-turbo's own `jdcoefct.c` and the like are not ours to check).
+    if "/" not in token and token.endswith(".swift") and token.count(".") == 1:
+        return token in basenames
+    return True
+named_in = [t for t in tracked if (t.endswith(".md") and not t.startswith(("Tests/Fuzz", ".")) and "CHANGELOG" not in t)
+            or (t.startswith("Sources/") and t.endswith((".swift", ".c", ".h"))) or t == "Package.swift"]
+for doc in named_in:
+    try:
+        content = open(doc, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError):
+        continue
+    for m in re.finditer(r"(?<![\w/.$-])((?:[A-Za-z][A-Za-z0-9_-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:swift|c|h|sh|py|yaml|service))\b", content):
+        token = m.group(1)
+        if token.startswith(("http", "www.")) or "*" in token:
+            continue
+        if not path_exists(token):
+            problem("general", f"{doc}: names {token}, which is not a file of this checkout")
 
 failing = [text for rule, text in problems if rule not in OPEN]
 for rule, text in problems:

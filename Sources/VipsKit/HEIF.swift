@@ -24,6 +24,21 @@ public enum HEIF {
         return try image.heif(codec: codec, quality: quality, effort: effort)
     }
 
+    /// The size of the embedded thumbnail of the HEIF file `source` (header only) when it
+    /// can stand in for the primary image of `primarySize`: at least `minShortSide` on its
+    /// short side and the primary's aspect ratio within 1 % (a thumbnail stored unrotated
+    /// beside a rotated primary fails this). Nil when there is none (libvips then gives the
+    /// primary image itself), it is too small or of another shape, or it cannot be read.
+    public static func usableThumbnail(_ source: SourceBuffer, primarySize: (width: Int, height: Int),
+                                       minShortSide: Int) -> (width: Int, height: Int)? {
+        guard let thumbnail = try? VImage.load(source, options: "access=sequential,thumbnail=true") else { return nil }
+        let (width, height) = (thumbnail.width, thumbnail.height)
+        guard width > 0, height > 0, width != primarySize.width || height != primarySize.height,
+              min(width, height) >= minShortSide else { return nil }
+        let primaryAspect = Double(primarySize.width) / Double(primarySize.height)
+        return abs(Double(width) / Double(height) - primaryAspect) <= 0.01 * primaryAspect ? (width, height) : nil
+    }
+
     /// The threads libheif gives libaom: one per online CPU, at most 64
     /// (`std::thread::hardware_concurrency`; libvips 8.14's heifsave cannot set them). libaom
     /// makes the same bytes with any number above one, other bytes with one.

@@ -45,12 +45,15 @@ struct HEIFThumbnailTests {
         let bytes = try Self.fixture("thumbnail-240x320.heic")
         let source = SourceBuffer(bytes)
         try DecodeStep.startLibvips()
-        #expect(DecodeStep.heifThumbnail(source, primaryWidth: 600, primaryHeight: 800, need: 100)! == (240, 320))
+        #expect(HEIF.usableThumbnail(source, primarySize: (600, 800), minShortSide: 200)! == (240, 320))
         // Another aspect ratio than the primary's (a thumbnail stored unrotated): not used.
-        #expect(DecodeStep.heifThumbnail(source, primaryWidth: 800, primaryHeight: 600, need: 100) == nil)
-        #expect(DecodeStep.heifThumbnail(source, primaryWidth: 600, primaryHeight: 820, need: 100) == nil)
+        #expect(HEIF.usableThumbnail(source, primarySize: (800, 600), minShortSide: 200) == nil)
+        #expect(HEIF.usableThumbnail(source, primarySize: (600, 820), minShortSide: 200) == nil)
         // Too small for what the variants need.
-        #expect(DecodeStep.heifThumbnail(source, primaryWidth: 600, primaryHeight: 800, need: 121) == nil)
+        #expect(HEIF.usableThumbnail(source, primarySize: (600, 800), minShortSide: 242) == nil)
+        // A file without a thumbnail: libvips answers with the primary image, which is not one.
+        let plain = SourceBuffer(try Fixtures.bytes(Fixtures.sample("snaps/iphone.heic")))
+        #expect(HEIF.usableThumbnail(plain, primarySize: (1512, 2016), minShortSide: 200) == nil)
     }
 
     @Test("other formats' manifests carry no decodedFrom (their bytes are unchanged)")

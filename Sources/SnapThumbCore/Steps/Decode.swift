@@ -38,16 +38,9 @@ public struct SourceInfo: Sendable, Equatable, Codable {
     public var height: Int
     /// The EXIF orientation that was applied (1 when none, and for HEIF).
     public var orientation: Int
-    /// HEIF/AVIF only (nil for other formats): which image of the file the variants were made from.
+    /// HEIF/AVIF only: which image of the file made the variants (`HEIF.usableThumbnail`).
     public var decodedFrom: DecodedImage? = nil
-
-    /// The image in a HEIF file that was decoded.
-    public enum DecodedImage: String, Sendable, Codable {
-        /// The embedded thumbnail (big enough, same shape: `DecodeStep.heifThumbnail`).
-        case thumbnail
-        /// The primary image.
-        case primary
-    }
+    public enum DecodedImage: String, Sendable, Codable { case thumbnail, primary }
 }
 
 /// The working image, in whichever form the decoder left it.
@@ -204,15 +197,12 @@ enum DecodeStep {
             let scale = Double(2 * need + 1) / Double(shortSide)
             if scale < 1 { options += ",scale=\(String(format: "%.6f", scale))"; loadedShort = Double(shortSide) * scale }
         case .heif:
-            // A phone's HEIC carries a small thumbnail (240×320 on an iPhone) beside its
-            // 12 MP primary image: when it can serve, it is decoded instead (6.8× less CPU).
-            if let thumbnail = heifThumbnail(source, primaryWidth: header.width, primaryHeight: header.height, need: need) {
-                options += ",thumbnail=true"
-                loadedShort = Double(min(thumbnail.width, thumbnail.height))
-                header.decodedFrom = .thumbnail
-            } else {
-                header.decodedFrom = .primary
-            }
+            // A phone's HEIC holds a 240×320 thumbnail beside its 12 MP primary image: used when it
+            // is twice `need` (as a shrink-on-load decode) and of the same shape. libheif applies its
+            // transform boxes; the colour step converts it with the primary's profile, as the primary.
+            let thumbnail = HEIF.usableThumbnail(source, primarySize: (header.width, header.height), minShortSide: 2 * need)
+            header.decodedFrom = thumbnail == nil ? .primary : .thumbnail
+            if let thumbnail { options += ",thumbnail=true"; loadedShort = Double(min(thumbnail.width, thumbnail.height)) }
         case .png, .gif:
             break
         }
@@ -233,25 +223,6 @@ enum DecodeStep {
             throw SnapError(.corrupt, "the \(format.rawValue) data is damaged or truncated: \(error.message)", cause: error.description)
         }
         return (header, .vips(image))
-    }
-
-    /// The size of a HEIF's embedded thumbnail when it can stand in for the primary image:
-    /// at least twice `need` on its short side (the resampler then reduces by 2× or more,
-    /// as from a shrink-on-load decode) and the primary's aspect ratio within 1 % (so the
-    /// same transforms were applied: a thumbnail stored unrotated beside a rotated primary
-    /// fails this). libheif applies the thumbnail's own transform boxes, and the colour
-    /// step converts it with the primary's profile, as for the primary. Nil otherwise
-    /// (no thumbnail, too small, another shape, unreadable).
-    static func heifThumbnail(_ source: SourceBuffer, primaryWidth: Int, primaryHeight: Int, need: Int) -> (width: Int, height: Int)? {
-        guard let thumbnail = try? VImage.load(source, options: "access=sequential,thumbnail=true") else { return nil }
-        let (width, height) = (thumbnail.width, thumbnail.height)
-        // libvips gives the primary image when the file has no thumbnail.
-        guard width > 0, height > 0, width < primaryWidth || height < primaryHeight else { return nil }
-        guard min(width, height) >= 2 * need else { return nil }
-        let primaryAspect = Double(primaryWidth) / Double(primaryHeight)
-        let aspect = Double(width) / Double(height)
-        guard abs(aspect - primaryAspect) <= 0.01 * primaryAspect else { return nil }
-        return (width, height)
     }
 
     /// libjpeg's largest scale-down that keeps twice `need` pixels on the short
@@ -296,7 +267,6 @@ struct ImageHeader {
     /// The EXIF orientation to apply, 1–8 (1 when absent or nonsense; always 1
     /// for HEIF, whose own transforms libheif applies).
     let orientation: Int
-    /// For HEIF/AVIF: whether the pixels came from the embedded thumbnail or the primary image.
     var decodedFrom: SourceInfo.DecodedImage?
 
     init(format: InputFormat, width: Int, height: Int, fullDecode: Bool, exif: [UInt8]?, profile: [UInt8]?) {
