@@ -82,7 +82,7 @@ let package = Package(
         ),
         // The bucket store: S3-compatible object storage (AWS S3, Google Cloud
         // Storage's XML API, MinIO, Ceph RGW), signed with AWS Signature Version 4,
-        // over Foundation's URLSession (see README, "Storing in a bucket").
+        // over HTTPKit's libcurl transport (see README, "Storing in a bucket").
         .target(
             name: "SnapThumbS3",
             dependencies: ["SnapThumbStore", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log")]

@@ -43,7 +43,7 @@ public struct S3Response: Sendable {
 /// the program's one `RetryPolicy`.
 public typealias S3RetryPolicy = RetryPolicy
 
-/// A small S3 client over the program's `HTTPTransport` (URLSession, libcurl underneath:
+/// A small S3 client over the program's `HTTPTransport` (libcurl's easy interface, opened with dlopen:
 /// connections kept alive and reused; several requests in flight from several threads). Calls
 /// block the calling thread; every request is signed with Signature Version 4 (or carries
 /// the configuration's bearer token, `S3Configuration.bearer`) and retried on timeouts,
