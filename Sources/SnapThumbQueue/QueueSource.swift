@@ -202,7 +202,9 @@ final class QueueSource: JobSource, Sendable {
                 switch scope.place(bucket: bucket, objectKey: objectKey) {
                 case .upload(let key):
                     var entry = FileWalker.Entry(relativePath: key, path: scope.path(of: objectKey), size: size ?? 0)
-                    entry.expected = expected
+                    // S3's events announce the size only: the worker refuses an object announced over
+                    // --max-bytes before reading it, and one that is now of another size is superseded.
+                    entry.expected = expected ?? size.map { SourceExpectation(size: Int64($0)) }
                     jobs.append(Job(entry: entry, messageID: message.id))
                 case .outside:
                     notes.append("s3://\(bucket)/\(objectKey) is outside --source s3://\(scope.bucket)/\(scope.prefix)")
