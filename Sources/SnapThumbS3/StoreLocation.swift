@@ -78,19 +78,21 @@ public struct S3Sources: SourceReader {
     }
 
     /// Reads what a notification announced and checks its bytes against the size and MD5 given,
-    /// holding no more than the announced size (and never more than `limit`):
+    /// never holding more than `limit` bytes:
     /// - announced larger than `limit`: `too-large` before a byte is read;
-    /// - Cloud Storage: the generation named (`?generation=N`, signed with the request); that
-    ///   generation gone (replaced by a newer one, or deleted): `superseded`; the newer
-    ///   generation's own notification makes its thumbnails;
-    /// - S3 (no generation): the object as it is now; gone, or now of another size than the
-    ///   event announced (written again since): `superseded`, the later event does the work;
-    /// - a generation of another size than announced (its Content-Length, or a body that runs
-    ///   past the announced size): `unreadable` at once, never read whole nor twice;
+    /// - Cloud Storage: the generation named (`?generation=N`, signed with the request), read
+    ///   with the announced size as the cap; that generation gone (replaced by a newer one, or
+    ///   deleted): `superseded`, the newer generation's own notification makes its thumbnails;
+    ///   a generation of another size (its Content-Length, or a body that runs past the
+    ///   announced size): `unreadable` at once, never read whole nor twice;
     /// - the right size but another MD5: the server's own MD5 (`x-goog-hash`) says whether it is
     ///   what is stored (`unreadable` at once) or a transfer that went wrong (read again); without
     ///   it, the same wrong bytes twice are `unreadable`, different wrong bytes every time outlast
-    ///   the retries as `store` (retried later).
+    ///   the retries as `store` (retried later);
+    /// - S3 (an event gives the size only, no version is read): the object as it is now, under
+    ///   `limit`; gone: `superseded` (deleted after its event; a new upload has an event of its own).
+    ///   Another size than announced is not refused: the object was written again, and that
+    ///   write's event finds these bytes a repeat.
     public func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer {
         let key = try objectKey(path)
         let named = expected.generation.map { "\(path) generation \($0)" } ?? path
@@ -98,7 +100,9 @@ public struct S3Sources: SourceReader {
         if let size = expected.size, size > Int64(limit) {
             throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
         }
-        let announced = expected.size.map { Int(max(0, $0)) }
+        // Bytes that cannot change (a generation), or whose digest is known: what was announced, exactly.
+        let exact = expected.generation != nil || expected.md5 != nil
+        let announced = exact ? expected.size.map { Int(max(0, $0)) } : nil
         let query = expected.generation.map { [("generation", String($0))] } ?? []
         let attempts = max(2, client.retry.attempts)
         var previousDigest: [UInt8]?
@@ -116,12 +120,9 @@ public struct S3Sources: SourceReader {
             if response.bodyOverLimit || (announced != nil && response.body.count != announced) {
                 guard let announced else { throw Self.tooLarge(response, limit: limit) }
                 let size = response.bodyOverLimit ? response.contentLength.map { "\($0) bytes" } ?? "more than \(announced) bytes" : "\(response.body.count) bytes"
-                guard expected.generation != nil else {
-                    throw SnapError(.superseded, "\(named) is \(size) now, the event announced \(announced): written again before it was read")
-                }
                 throw SnapError(.unreadable, "\(named): the object is \(size), the notification says \(announced); not read: the object is not what its notification announced")
             }
-            guard let want = expected.md5 else { return SourceBuffer([UInt8](response.body)) }
+        guard let want = expected.md5 else { return SourceBuffer([UInt8](response.body)) }
             let digest = MD5.digest(response.body)
             if digest == want { return SourceBuffer([UInt8](response.body)) }
             if let stored = Self.storedMD5(response), stored != want {
