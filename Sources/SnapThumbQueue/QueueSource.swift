@@ -25,8 +25,9 @@ import SystemKit
 ///                                                       yet (its retry refuses again, and letters then)
 ///         abandoned at shutdown ...................... release (visible again at once)
 ///
-/// Receiving pauses only when the queue or the dead-letter queue fails, or the store fails for
-/// several messages in a row: one object's failure delays only its own message. Messages held
+/// Receiving pauses only when the queue or the dead-letter queue fails, or uploads fail
+/// transiently three in a row (the store or the bucket is failing for everyone): one object's
+/// failure delays only its own message. Messages held
 /// longer than half their lease get it extended. A message is deleted only after all of that:
 /// a worker killed with -9 loses nothing, its messages come back.
 final class QueueSource: JobSource, Sendable {
@@ -45,8 +46,10 @@ final class QueueSource: JobSource, Sendable {
     /// Records one message may carry: S3, SNS, EventBridge and Cloud Storage send one; more than
     /// this is no producer's, and the message is refused whole with one letter.
     static let maxRecords = 100
-    /// Store failures of different messages in a row that pause receiving (one is that object's own).
-    static let storeFailuresToPause = 2
+    /// Transient failures (store or bucket unreachable, store full) of different messages in a
+    /// row, with no upload published between them, that pause receiving: one or two are those
+    /// objects' own, more say the store (or the source bucket) is failing for everyone.
+    static let failuresToPause = 3
     /// What a log value or letter field holds at most, in bytes.
     static let maxLogValueBytes = 1024
     /// Deliveries remembered (letters sent, uploads published) to count each once.
@@ -68,8 +71,8 @@ final class QueueSource: JobSource, Sendable {
         var pausedUntil = 0.0
         /// When the receive loop last went round (uptime seconds), for the watchdog.
         var lastLoop = ProcessInfo.processInfo.systemUptime
-        /// Store failures since the last upload published or repeated.
-        var storeFailures = 0
+        /// Transient failures since the last upload published or repeated.
+        var failuresInARow = 0
         /// Letters sent (message id, key, code): a message retried after a failed letter sends each once.
         var lettersSent = Recent<String>(limit: QueueSource.memory)
         /// Uploads published lately (key and source digest): a second delivery of one is a repeat.
@@ -341,15 +344,15 @@ final class QueueSource: JobSource, Sendable {
             switch result.outcome {
             case .processed:
                 refusal = nil
-                locked.state.storeFailures = 0
+                locked.state.failuresInARow = 0
             case .skipped:
                 refusal = nil
-                locked.state.storeFailures = 0
+                locked.state.failuresInARow = 0
             case .failed(let error) where error.code == .superseded: refusal = nil
             case .failed(let error) where error.code.isTransient:
                 refusal = nil
                 message.transient = error
-                if error.code == .store { locked.state.storeFailures += 1 }
+                locked.state.failuresInARow += 1
             case .failed(let error), .crashed(let error), .timedOut(let error): refusal = error
             case .abandoned:
                 refusal = nil
@@ -434,7 +437,7 @@ final class QueueSource: JobSource, Sendable {
             }
             if let transient = message.transient {
                 // Its letters wait: the retry refuses the same uploads again, and sends them once it is settled for good.
-                leaveForRetry(message, because: transient, pauseAll: transient.code == .store && monitor.withLock { $0.state.storeFailures } >= Self.storeFailuresToPause)
+                leaveForRetry(message, because: transient, pauseAll: monitor.withLock { $0.state.failuresInARow } >= Self.failuresToPause)
                 return
             }
             for refusal in message.refusals {

@@ -93,24 +93,29 @@ struct QueueHostileTests {
         #expect(QueueSource.retryDelay(deliveries: nil) == 1 && QueueSource.retryDelay(deliveries: 2) == 2 && QueueSource.retryDelay(deliveries: 50) == 60)
     }
 
-    @Test("the store failing for several messages in a row pauses receiving; one store failure alone does not")
+    @Test("transient failures of three messages in a row (the store down) pause receiving; fewer, or a success between them, do not")
     func storeDownPauses() {
         let queue = RecordingQueue()
         let source = Self.source(queue, deadLetters: queue)
-        for id in ["m1", "m2", "m3"] { source.admit(QueueSourceTests.message(id, QueueSourceTests.event(["in/\(id).jpg"]))) }
+        for id in ["m1", "m2", "m3", "m4", "m5"] { source.admit(QueueSourceTests.message(id, QueueSourceTests.event(["in/\(id).jpg"]))) }
         let jobs = QueueSourceTests.take(source)
-        source.conclude(QueueSourceTests.result(jobs[0], .failed(SnapError(.store, "the store is unreachable"))))
+        let down = SnapError(.store, "the store is unreachable")
+        source.conclude(QueueSourceTests.result(jobs[0], .failed(down)))
+        source.conclude(QueueSourceTests.result(jobs[1], .failed(SnapError(.io, "the store is full"))))
         source.waitForSettling()
         #expect(!source.isPaused)
-        source.conclude(QueueSourceTests.result(jobs[1], .processed([:])))
-        source.conclude(QueueSourceTests.result(jobs[2], .failed(SnapError(.store, "the store is unreachable"))))
+        source.conclude(QueueSourceTests.result(jobs[2], .processed([:])))
+        source.conclude(QueueSourceTests.result(jobs[3], .failed(down)))
         source.waitForSettling()
-        #expect(!source.isPaused, "a success in between: still one at a time")
-        source.admit(QueueSourceTests.message("m4", QueueSourceTests.event(["in/m4.jpg"])))
+        #expect(!source.isPaused, "a success in between starts the count again")
+        source.admit(QueueSourceTests.message("m6", QueueSourceTests.event(["in/m6.jpg"])))
         let more = QueueSourceTests.take(source)
-        source.conclude(QueueSourceTests.result(more[0], .failed(SnapError(.store, "the store is unreachable"))))
+        source.conclude(QueueSourceTests.result(jobs[4], .failed(down)))
         source.waitForSettling()
-        #expect(source.isPaused, "two store failures in a row")
+        #expect(!source.isPaused)
+        source.conclude(QueueSourceTests.result(more[0], .failed(down)))
+        source.waitForSettling()
+        #expect(source.isPaused, "three in a row")
         source.finish()
     }
 
