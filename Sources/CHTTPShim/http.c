@@ -315,6 +315,15 @@ const uint8_t *snap_http_body(const snap_http_transfer *t, size_t *length) {
     return t->body.bytes;
 }
 
+uint8_t *snap_http_take_body(snap_http_transfer *t, size_t *length) {
+    uint8_t *bytes = t->body.bytes;
+    *length = t->body.length;
+    t->body.bytes = NULL;
+    t->body.length = 0;
+    t->body.capacity = 0;
+    return bytes;
+}
+
 const char *snap_http_headers(const snap_http_transfer *t, size_t *length) {
     *length = t->headers.length;
     return (const char *)t->headers.bytes;

@@ -216,7 +216,8 @@ private final class CurlTransfer: Sendable {
             return .failure(HTTPError(Self.kind(kind), String(cString: snap_http_error_text(code))))
         }
         var length = 0
-        let body = snap_http_body(handle.pointer, &length).map { Data(bytes: $0, count: length) } ?? Data()
+        // The body's buffer becomes the Data's (no copy: a source object of up to --max-bytes is held once).
+        let body = snap_http_take_body(handle.pointer, &length).map { Data(bytesNoCopy: $0, count: length, deallocator: .free) } ?? Data()
         let block = snap_http_headers(handle.pointer, &length).map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""
         return .success(HTTPResponse(status: snap_http_status(handle.pointer), headers: Self.headers(block), body: body,
                                      bodyOverLimit: snap_http_over_limit(handle.pointer) != 0))

@@ -60,7 +60,7 @@ public struct S3Sources: SourceReader {
             throw SnapError(.io, "\(path): no longer in the bucket")
         }
         guard !response.bodyOverLimit, response.body.count <= limit else { throw Self.tooLarge(response, limit: limit) }
-        return SourceBuffer([UInt8](response.body))
+        return SourceBuffer(response.body)
     }
 
     /// The object key of `s3://bucket/key`.
@@ -122,9 +122,9 @@ public struct S3Sources: SourceReader {
                 let size = response.bodyOverLimit ? response.contentLength.map { "\($0) bytes" } ?? "more than \(announced) bytes" : "\(response.body.count) bytes"
                 throw SnapError(.unreadable, "\(named): the object is \(size), the notification says \(announced); not read: the object is not what its notification announced")
             }
-        guard let want = expected.md5 else { return SourceBuffer([UInt8](response.body)) }
+        guard let want = expected.md5 else { return SourceBuffer(response.body) }
             let digest = MD5.digest(response.body)
-            if digest == want { return SourceBuffer([UInt8](response.body)) }
+            if digest == want { return SourceBuffer(response.body) }
             if let stored = Self.storedMD5(response), stored != want {
                 throw SnapError(.unreadable, "\(named): the \(response.body.count) bytes stored do not have the MD5 the notification gives (the server's own MD5 says so); the object is not what its notification announced")
             }

@@ -50,6 +50,8 @@ long snap_http_status(const snap_http_transfer *transfer);
 /* 1 when the answer's body was longer than max_body (and was not kept). */
 int snap_http_over_limit(const snap_http_transfer *transfer);
 const uint8_t *snap_http_body(const snap_http_transfer *transfer, size_t *length);
+/* The body's buffer, handed over (free() it; NULL when there is none): the transfer keeps no copy. */
+uint8_t *snap_http_take_body(snap_http_transfer *transfer, size_t *length);
 /* The final answer's header block ("Name: value\r\n" lines, status line first). */
 const char *snap_http_headers(const snap_http_transfer *transfer, size_t *length);
 /* *curl_code when libcurl itself could not be opened (it is loaded with the first request). */
