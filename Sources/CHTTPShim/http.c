@@ -85,6 +85,11 @@ struct snap_http_transfer {
     struct buffer body;
     struct buffer headers;
     int failed_alloc;
+    /* The body cap of the transfer under way (0: none), and whether the answer went over it. */
+    size_t max_body;
+    int over_limit;
+    /* The transfer under way (for the announced length, once the headers are in). */
+    CURL *easy;
 };
 
 static void share_lock(CURL *handle, curl_lock_data data, curl_lock_access access, void *user) {
@@ -159,10 +164,35 @@ static int append(struct buffer *b, const void *bytes, size_t length) {
     return 1;
 }
 
+/* Makes room for `length` bytes (and the terminating 0) at once. */
+static int reserve(struct buffer *b, size_t length) {
+    if (length + 1 <= b->capacity) return 1;
+    uint8_t *grown = realloc(b->bytes, length + 1);
+    if (!grown) return 0;
+    b->bytes = grown;
+    b->capacity = length + 1;
+    return 1;
+}
+
 static size_t on_body(char *bytes, size_t size, size_t count, void *user) {
     snap_http_transfer *t = user;
-    if (!append(&t->body, bytes, size * count)) { t->failed_alloc = 1; return 0; }
-    return size * count;
+    size_t length = size * count;
+    if (t->body.length == 0 && t->easy) {
+        /* The first bytes: every header is in. An answer announced longer than the cap is
+         * not read at all; one that fits gets its buffer once, not by doubling. */
+        curl_off_t announced = -1;
+        if (curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &announced) != CURLE_OK) announced = -1;
+        if (t->max_body > 0 && announced >= 0 && (uint64_t)announced > (uint64_t)t->max_body) { t->over_limit = 1; return 0; }
+        if (announced > 0 && (t->max_body == 0 || (uint64_t)announced <= (uint64_t)t->max_body)
+            && !reserve(&t->body, (size_t)announced)) { t->failed_alloc = 1; return 0; }
+    }
+    /* Longer than the cap without saying so (chunked, or more than announced): stop reading. */
+    if (t->max_body > 0 && (length > t->max_body || t->body.length > t->max_body - length)) {
+        t->over_limit = 1;
+        return 0;
+    }
+    if (!append(&t->body, bytes, length)) { t->failed_alloc = 1; return 0; }
+    return length;
 }
 
 static size_t on_header(char *bytes, size_t size, size_t count, void *user) {
@@ -200,17 +230,21 @@ static int kind(CURLcode code) {
 
 int snap_http_perform(snap_http_client *client, snap_http_transfer *t, const char *method, const char *url,
                       const char *const *headers, size_t header_count, const uint8_t *body, size_t body_length,
-                      int has_body, long idle_timeout_ms, long total_timeout_ms, int *curl_code) {
+                      int has_body, long idle_timeout_ms, long total_timeout_ms, size_t max_body, int *curl_code) {
     *curl_code = CURLE_OK;
     t->status = 0;
     t->body.length = 0;
     t->headers.length = 0;
+    t->max_body = max_body;
+    t->over_limit = 0;
+    t->easy = NULL;
     if (atomic_load(&t->cancelled)) { *curl_code = CURLE_ABORTED_BY_CALLBACK; return SNAP_HTTP_CANCELLED; }
     if (!ready()) { *curl_code = SNAP_HTTP_NOT_LOADED; return SNAP_HTTP_OTHER; }
     CURLSH *share = share_of(client);
     if (!share) { *curl_code = CURLE_OUT_OF_MEMORY; return SNAP_HTTP_OTHER; }
     CURL *easy = curl_easy_init();
     if (!easy) { *curl_code = CURLE_OUT_OF_MEMORY; return SNAP_HTTP_OTHER; }
+    t->easy = easy;
 
     struct curl_slist *list = NULL;
     int has_content_type = 0;
@@ -253,12 +287,19 @@ int snap_http_perform(snap_http_client *client, snap_http_transfer *t, const cha
     }
 
     CURLcode code = curl_easy_perform(easy);
+    if (code == CURLE_WRITE_ERROR && t->over_limit) {
+        /* Stopped on purpose: an answer (status, headers) without its body. The connection
+         * is closed, not drained: the rest is never read. */
+        code = CURLE_OK;
+        t->body.length = 0;
+    }
     if (code == CURLE_OK) {
         long status = 0;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         t->status = status;
     }
     if (code == CURLE_WRITE_ERROR && t->failed_alloc) code = CURLE_OUT_OF_MEMORY;
+    t->easy = NULL;
     curl_easy_cleanup(easy);
     curl_slist_free_all(list);
     *curl_code = (int)code;
@@ -267,9 +308,20 @@ int snap_http_perform(snap_http_client *client, snap_http_transfer *t, const cha
 
 long snap_http_status(const snap_http_transfer *t) { return t->status; }
 
+int snap_http_over_limit(const snap_http_transfer *t) { return t->over_limit; }
+
 const uint8_t *snap_http_body(const snap_http_transfer *t, size_t *length) {
     *length = t->body.length;
     return t->body.bytes;
+}
+
+uint8_t *snap_http_take_body(snap_http_transfer *t, size_t *length) {
+    uint8_t *bytes = t->body.bytes;
+    *length = t->body.length;
+    t->body.bytes = NULL;
+    t->body.length = 0;
+    t->body.capacity = 0;
+    return bytes;
 }
 
 const char *snap_http_headers(const snap_http_transfer *t, size_t *length) {

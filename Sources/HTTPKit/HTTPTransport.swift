@@ -8,12 +8,17 @@ public struct HTTPRequest: Sendable {
     public var url: URL
     public var headers: [(String, String)]
     public var body: Data?
+    /// The most bytes of the answer's body to hold (nil: no cap). An answer whose
+    /// Content-Length is larger is not read at all, one that runs past it is cut off there:
+    /// either way it comes back with its status and headers, no body, and `bodyOverLimit`.
+    public var maxBodyBytes: Int?
 
-    public init(method: String, url: URL, headers: [(String, String)] = [], body: Data? = nil) {
+    public init(method: String, url: URL, headers: [(String, String)] = [], body: Data? = nil, maxBodyBytes: Int? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.maxBodyBytes = maxBodyBytes
     }
 }
 
@@ -22,11 +27,14 @@ public struct HTTPResponse: Sendable {
     public let status: Int
     public let headers: [String: String]
     public let body: Data
+    /// The body was longer than the request's `maxBodyBytes`: it was not read (`body` is empty).
+    public let bodyOverLimit: Bool
 
-    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data(), bodyOverLimit: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.bodyOverLimit = bodyOverLimit
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
@@ -200,16 +208,19 @@ private final class CurlTransfer: Sendable {
             payload.withUnsafeBufferPointer { bytes in
                 snap_http_perform(client.pointer, handle.pointer, request.method, request.url.absoluteString, lines, headerLines.count,
                                   bytes.baseAddress, bytes.count, request.body == nil ? 0 : 1,
-                                  Int(max(1, (idleTimeout * 1000).rounded(.up))), Int(((totalTimeout ?? 0) * 1000).rounded(.up)), &code)
+                                  Int(max(1, (idleTimeout * 1000).rounded(.up))), Int(((totalTimeout ?? 0) * 1000).rounded(.up)),
+                                  request.maxBodyBytes.map { max(1, $0) } ?? 0, &code)
             }
         }
         guard kind == Int32(SNAP_HTTP_OK) else {
             return .failure(HTTPError(Self.kind(kind), String(cString: snap_http_error_text(code))))
         }
         var length = 0
-        let body = snap_http_body(handle.pointer, &length).map { Data(bytes: $0, count: length) } ?? Data()
+        // The body's buffer becomes the Data's (no copy: a source object of up to --max-bytes is held once).
+        let body = snap_http_take_body(handle.pointer, &length).map { Data(bytesNoCopy: $0, count: length, deallocator: .free) } ?? Data()
         let block = snap_http_headers(handle.pointer, &length).map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""
-        return .success(HTTPResponse(status: snap_http_status(handle.pointer), headers: Self.headers(block), body: body))
+        return .success(HTTPResponse(status: snap_http_status(handle.pointer), headers: Self.headers(block), body: body,
+                                     bodyOverLimit: snap_http_over_limit(handle.pointer) != 0))
     }
 
     /// "Name: value" lines after the status line, names lower-cased; a repeated name's values joined with ", ".

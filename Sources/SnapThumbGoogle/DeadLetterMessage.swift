@@ -20,7 +20,7 @@ public enum DeadLetterMessage {
     }
 
     /// `value` in at most 1024 UTF-8 bytes.
-    static func clip(_ value: String) -> String {
+    public static func clip(_ value: String) -> String {
         guard value.utf8.count > maxAttributeValueBytes else { return value }
         var out = ""
         var bytes = 0

@@ -9,11 +9,34 @@ public enum BucketEvent: Sendable, Equatable {
     /// An object was created (written, copied, or completed as a multipart upload).
     /// `expected`: what the notification announced of it (Cloud Storage: the generation,
     /// the size and MD5), for the worker to read exactly that and check it.
-    case objectCreated(bucket: String, key: String, size: Int?, expected: SourceExpectation? = nil)
+    case objectCreated(bucket: String, key: String, size: Int?, expected: SourceExpectation? = nil, origin: EventOrigin = EventOrigin())
+    /// An object-created event (or a message that should be one) that names no object this
+    /// consumer can read: a key that is not valid URL-encoding, a record without bucket or key,
+    /// a notification that contradicts itself. Refused with `reason` (a dead letter).
+    case unusable(bucket: String?, key: String?, reason: String, origin: EventOrigin = EventOrigin())
     /// A test message a bucket sends when notifications are configured (`s3:TestEvent`).
     case test(bucket: String?)
     /// Any other event (a deletion, a restore, a tag change): nothing to make.
     case other(String)
+}
+
+/// What identifies one event besides its object, for dead letters and de-duplication.
+public struct EventOrigin: Sendable, Equatable, Hashable {
+    /// `ObjectCreated:Put`, `Object Created`, `OBJECT_FINALIZE`.
+    public var name: String?
+    /// When the bucket says it happened, as it wrote it (ISO 8601).
+    public var time: String?
+    /// The object's version: S3's `versionId` (a versioned bucket), Cloud Storage's generation.
+    public var version: String?
+    /// S3's `sequencer`: orders the events of one key.
+    public var sequencer: String?
+
+    public init(name: String? = nil, time: String? = nil, version: String? = nil, sequencer: String? = nil) {
+        self.name = name
+        self.time = time
+        self.version = version
+        self.sequencer = sequencer
+    }
 }
 
 /// Decodes the bodies that S3 sends, through SQS, about a bucket's objects.
@@ -46,23 +69,35 @@ public enum S3EventDecoder {
         if object["source"] as? String == "aws.s3", let detailType = object["detail-type"] as? String,
            let detail = object["detail"] as? [String: Any] {
             guard detailType == "Object Created" else { return [.other("EventBridge \(detailType)")] }
-            guard let bucket = (detail["bucket"] as? [String: Any])?["name"] as? String,
-                  let objectInfo = detail["object"] as? [String: Any], let key = objectInfo["key"] as? String else { return nil }
-            return [.objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]))]
+            let bucket = (detail["bucket"] as? [String: Any])?["name"] as? String
+            let objectInfo = detail["object"] as? [String: Any]
+            let origin = EventOrigin(name: "Object Created", time: object["time"] as? String, version: objectInfo?["version-id"] as? String,
+                                     sequencer: objectInfo?["sequencer"] as? String)
+            guard let bucket, let objectInfo, let key = objectInfo["key"] as? String else {
+                return [.unusable(bucket: bucket, key: nil, reason: "an EventBridge Object Created event without detail.bucket.name and detail.object.key", origin: origin)]
+            }
+            return [.objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]), origin: origin)]
         }
         return nil
     }
 
     private static func record(_ record: [String: Any]) -> BucketEvent {
         let name = record["eventName"] as? String ?? "?"
-        guard let s3 = record["s3"] as? [String: Any],
-              let bucket = (s3["bucket"] as? [String: Any])?["name"] as? String,
-              let objectInfo = s3["object"] as? [String: Any], let encoded = objectInfo["key"] as? String else {
-            return .other("a record without s3.bucket.name and s3.object.key (\(name))")
+        let created = name.hasPrefix("ObjectCreated:") || name.hasPrefix("s3:ObjectCreated:")
+        let s3 = record["s3"] as? [String: Any]
+        let bucket = (s3?["bucket"] as? [String: Any])?["name"] as? String
+        let objectInfo = s3?["object"] as? [String: Any]
+        let origin = EventOrigin(name: record["eventName"] as? String, time: record["eventTime"] as? String,
+                                 version: objectInfo?["versionId"] as? String, sequencer: objectInfo?["sequencer"] as? String)
+        guard let bucket, let objectInfo, let encoded = objectInfo["key"] as? String else {
+            guard created else { return .other("a record without s3.bucket.name and s3.object.key (\(name))") }
+            return .unusable(bucket: bucket, key: nil, reason: "an \(name) record without s3.bucket.name and s3.object.key", origin: origin)
         }
-        guard name.hasPrefix("ObjectCreated:") || name.hasPrefix("s3:ObjectCreated:") else { return .other(name) }
-        guard let key = decodeKey(encoded) else { return .other("\(name) with a key that is not URL-encoded UTF-8") }
-        return .objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]))
+        guard created else { return .other(name) }
+        guard let key = decodeKey(encoded) else {
+            return .unusable(bucket: bucket, key: encoded, reason: "an \(name) record whose key is not URL-encoded UTF-8 (as S3 writes keys in events): no object can be named by it", origin: origin)
+        }
+        return .objectCreated(bucket: bucket, key: key, size: number(objectInfo["size"]), origin: origin)
     }
 
     /// An S3 notification's key: `+` is a space, then percent-decoding (`%2B` is `+`).

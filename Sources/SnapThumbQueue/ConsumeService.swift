@@ -142,7 +142,8 @@ public final class ConsumeService: Service, Sendable {
         notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
         logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
             "snap.in_flight": "\(source.count)", "snap.drain_s": "\(config.drainTimeout)"])
-        source.stop()
+        // A long poll under way may finish within the drain timeout (what it brings is released).
+        source.stop(pollGrace: config.drainTimeout)
         pool.stop(drainDeadline: config.drainTimeout)
         await Self.wait(for: runnerDone)
         await Self.wait(for: receiverDone)

@@ -102,10 +102,27 @@ public struct DeadLetter: Sendable, Codable, Equatable {
     public var messageID: String
     /// The worker that refused it.
     public var worker: String
-    /// The original message body, for a message that could not be read as an event.
+    /// The original message body, for a message refused as a whole (not an event, too many
+    /// records, a record that names no object), cut to ``maxBodyBytes``.
     public var body: String?
+    /// The event's bucket, as the event names it.
+    public var bucket: String?
+    /// The object's version the event names: S3's `versionId`, Cloud Storage's generation.
+    public var version: String?
+    /// When the bucket says the event happened, as it wrote it.
+    public var eventTime: String?
+    /// The event's name (`ObjectCreated:Put`, `OBJECT_FINALIZE`).
+    public var event: String?
+    /// The original message's attributes (Pub/Sub: the notification's), for a replay.
+    public var attributes: [String: String]?
 
-    public init(key: String?, code: String, message: String, object: String?, messageID: String, worker: String, body: String? = nil) {
+    /// The most bytes of the original body a letter carries (SQS takes 256 KiB per message by default).
+    public static let maxBodyBytes = 64 * 1024
+    /// The most bytes of the message (and of the key) a letter carries.
+    public static let maxMessageBytes = 4 * 1024
+
+    public init(key: String?, code: String, message: String, object: String?, messageID: String, worker: String, body: String? = nil,
+                bucket: String? = nil, version: String? = nil, eventTime: String? = nil, event: String? = nil, attributes: [String: String]? = nil) {
         self.key = key
         self.code = code
         self.message = message
@@ -113,6 +130,11 @@ public struct DeadLetter: Sendable, Codable, Equatable {
         self.messageID = messageID
         self.worker = worker
         self.body = body
+        self.bucket = bucket
+        self.version = version
+        self.eventTime = eventTime
+        self.event = event
+        self.attributes = attributes
     }
 }
 

@@ -12,17 +12,24 @@ import SystemKit
 /// workers and committing are the runner's (`ProcessPool`), as for backfill and watch.
 ///
 ///     receive (long poll, ≤ 10 at a time, ≤ `capacity` messages held)
-///     → decode events → one job per upload under --source (nothing: delete, one log line)
+///     → decode events (more than `maxRecords`: refused whole, one letter)
+///     → one job per upload under --source, records of one object and version once
+///       (nothing: delete, one log line; a created-object record naming no object: a letter)
 ///     → the runner's worker processes publish (group commit: durable)
 ///     → every job of the message ended:
 ///         published or repeat ........................ delete
-///         superseded (a newer generation was written) .. delete, one log line
+///         superseded (replaced or deleted first) ...... delete, one log line
 ///         refused with a code ........................ dead-letter queue, then delete
-///         transient (store, source unreachable) ....... leave it: visible again after a backoff
+///         transient (store, source unreachable) ....... leave it: visible again after its own
+///                                                       backoff (by its delivery count); no letter
+///                                                       yet (its retry refuses again, and letters then)
 ///         abandoned at shutdown ...................... release (visible again at once)
 ///
-/// Messages held longer than half their lease get it extended. A message is deleted only
-/// after all of that: a worker killed with -9 loses nothing, its messages come back.
+/// Receiving pauses only when the queue or the dead-letter queue fails, or uploads fail
+/// transiently three in a row (the store or the bucket is failing for everyone): one object's
+/// failure delays only its own message. Messages held
+/// longer than half their lease get it extended. A message is deleted only after all of that:
+/// a worker killed with -9 loses nothing, its messages come back.
 final class QueueSource: JobSource, Sendable {
     let queue: any MessageQueue
     let deadLetters: (any DeadLetterSink)?
@@ -33,7 +40,20 @@ final class QueueSource: JobSource, Sendable {
     let worker: String
     /// Messages held at once (received and not yet deleted or released).
     let capacity: Int
+    /// The pause of all receiving after a failure of the queue or the store itself.
     private let backoff = Backoff()
+
+    /// Records one message may carry: S3, SNS, EventBridge and Cloud Storage send one; more than
+    /// this is no producer's, and the message is refused whole with one letter.
+    static let maxRecords = 100
+    /// Transient failures (store or bucket unreachable, store full) of different messages in a
+    /// row, with no upload published between them, that pause receiving: one or two are those
+    /// objects' own, more say the store (or the source bucket) is failing for everyone.
+    static let failuresToPause = 3
+    /// What a log value or letter field holds at most, in bytes.
+    static let maxLogValueBytes = 1024
+    /// Deliveries remembered (letters sent, uploads published) to count each once.
+    static let memory = 4096
 
     /// All the mutable state; the runner waits on it for jobs.
     private let monitor = Monitor(State())
@@ -51,6 +71,12 @@ final class QueueSource: JobSource, Sendable {
         var pausedUntil = 0.0
         /// When the receive loop last went round (uptime seconds), for the watchdog.
         var lastLoop = ProcessInfo.processInfo.systemUptime
+        /// Transient failures since the last upload published or repeated.
+        var failuresInARow = 0
+        /// Letters sent (message id, key, code): a message retried after a failed letter sends each once.
+        var lettersSent = Recent<String>(limit: QueueSource.memory)
+        /// Uploads published lately (key and source digest): a second delivery of one is a repeat.
+        var published = Recent<String>(limit: QueueSource.memory)
     }
 
     struct Job {
@@ -63,6 +89,8 @@ final class QueueSource: JobSource, Sendable {
         let object: String?
         let error: SnapError
         var body: String? = nil
+        var bucket: String? = nil
+        var origin: EventOrigin? = nil
     }
 
     /// One message from receipt to deletion or release.
@@ -74,6 +102,8 @@ final class QueueSource: JobSource, Sendable {
         var refusals: [Refusal] = []
         var transient: SnapError?
         var abandoned = false
+        /// The object and version of each job, by source path (for its letter).
+        var origins: [String: (bucket: String, origin: EventOrigin)] = [:]
     }
 
     init(queue: any MessageQueue, deadLetters: (any DeadLetterSink)?, scope: SourceScope,
@@ -186,51 +216,113 @@ final class QueueSource: JobSource, Sendable {
             break
         }
 
-        guard let events = decode(message) else {
-            metrics.refused(ErrorCode.unsupported.rawValue)
-            let error = SnapError(.unsupported, "the message is not a bucket event this queue carries (an S3 event notification, direct, through SNS or from EventBridge; a Cloud Storage notification through Pub/Sub)")
+        /// The whole message refused with one letter that carries its body.
+        func refuseWhole(_ error: SnapError) {
+            metrics.refused(error.code.rawValue)
+            meta["snap.code"] = "\(error.code.rawValue)"
+            meta["snap.error"] = "\(Self.bounded(error.message))"
+            logger.warning("refused a message", metadata: meta)
             var held = Held(message: message, pending: 0, leaseUntil: 0)
-            held.refusals = [Refusal(key: nil, object: nil, error: error, body: String(message.body.prefix(200_000)))]
+            held.refusals = [Refusal(key: nil, object: nil, error: error, body: Self.bounded(message.body, DeadLetter.maxBodyBytes))]
             settle(held)
+        }
+        guard let events = decode(message) else {
+            refuseWhole(SnapError(.unsupported, "the message is not a bucket event this queue carries (an S3 event notification, direct, through SNS or from EventBridge; a Cloud Storage notification through Pub/Sub)"))
+            return
+        }
+        guard events.count <= Self.maxRecords else {
+            refuseWhole(SnapError(.unsupported, "the message carries \(events.count) records; a bucket sends one per message, and this consumer takes at most \(Self.maxRecords)"))
             return
         }
         var jobs: [Job] = []
-        var notes: [String] = []
+        var refusals: [Refusal] = []
+        var origins: [String: (bucket: String, origin: EventOrigin)] = [:]
+        var notes = Notes()
+        /// Object, version or sequencer: a record repeated in one message makes one job.
+        var records = Set<[String]>()
         for event in events {
             switch event {
-            case .objectCreated(let bucket, let objectKey, let size, let expected):
+            case .objectCreated(let bucket, let objectKey, let size, let expected, let origin):
+                guard records.insert([bucket, objectKey, origin.version ?? origin.sequencer ?? ""]).inserted else {
+                    notes.append("s3://\(bucket)/\(objectKey) repeated in the message")
+                    continue
+                }
                 switch scope.place(bucket: bucket, objectKey: objectKey) {
                 case .upload(let key):
                     var entry = FileWalker.Entry(relativePath: key, path: scope.path(of: objectKey), size: size ?? 0)
-                    entry.expected = expected
+                    // S3's events announce the size only: the worker refuses an object announced over
+                    // --max-bytes before reading a byte of it.
+                    entry.expected = expected ?? size.map { SourceExpectation(size: Int64($0)) }
+                    if jobs.contains(where: { $0.entry.path == entry.path }) {
+                        // Another version of the same object in one message: the object is read as it is now, once.
+                        notes.append("s3://\(bucket)/\(objectKey) repeated in the message")
+                        continue
+                    }
                     jobs.append(Job(entry: entry, messageID: message.id))
+                    origins[entry.path] = (bucket, origin)
                 case .outside:
                     notes.append("s3://\(bucket)/\(objectKey) is outside --source s3://\(scope.bucket)/\(scope.prefix)")
                 case .ignored:
                     notes.append("s3://\(bucket)/\(objectKey) is a directory marker or dot-name (backfill skips it too)")
                 }
+            case .unusable(let bucket, let key, let reason, let origin):
+                let object = key.map { "s3://\(bucket ?? "?")/\($0)" }
+                guard records.insert(["unusable", bucket ?? "", key ?? "", reason]).inserted else { continue }
+                refusals.append(Refusal(key: nil, object: object.map { Self.bounded($0) }, error: SnapError(.unsupported, reason),
+                                        body: Self.bounded(message.body, DeadLetter.maxBodyBytes), bucket: bucket, origin: origin))
             case .test(let bucket):
                 notes.append("s3:TestEvent" + (bucket.map { " from \($0)" } ?? ""))
             case .other(let what):
                 notes.append("not an object-created event (\(what))")
             }
         }
+        for refusal in refusals {
+            metrics.refused(refusal.error.code.rawValue)
+            logger.warning("refused", metadata: meta.merging([
+                "snap.object": "\(refusal.object ?? "none")", "snap.code": "\(refusal.error.code.rawValue)",
+                "snap.error": "\(Self.bounded(refusal.error.message))"]) { $1 })
+        }
         guard !jobs.isEmpty else {
-            metrics.ignored.increment()
-            meta["snap.reason"] = "\(notes.joined(separator: "; "))"
-            logger.info("ignored a message: nothing to make", metadata: meta)
-            settle(Held(message: message, pending: 0, leaseUntil: 0))
+            if refusals.isEmpty { metrics.ignored.increment() }
+            if !notes.isEmpty || refusals.isEmpty {
+                meta["snap.reason"] = "\(notes.text)"
+                logger.info("ignored a message: nothing to make", metadata: meta)
+            }
+            var held = Held(message: message, pending: 0, leaseUntil: 0)
+            held.refusals = refusals
+            settle(held)
             return
         }
         monitor.withLock { locked in
-            locked.state.held[message.id] = Held(message: message, pending: jobs.count, leaseUntil: leaseFrom + queue.leaseSeconds)
+            var held = Held(message: message, pending: jobs.count, leaseUntil: leaseFrom + queue.leaseSeconds)
+            held.refusals = refusals
+            held.origins = origins
+            locked.state.held[message.id] = held
             locked.state.ready.append(contentsOf: jobs)
             locked.broadcast()
         }
         if !notes.isEmpty {
-            meta["snap.reason"] = "\(notes.joined(separator: "; "))"
+            meta["snap.reason"] = "\(notes.text)"
             logger.info("ignored part of a message", metadata: meta)
         }
+    }
+
+    /// Reasons for a log line: the first few, each bounded, and how many more.
+    struct Notes {
+        private(set) var items: [String] = []
+        private(set) var more = 0
+        mutating func append(_ note: String) {
+            if items.count < 5 { items.append(QueueSource.bounded(note, 300)) } else { more += 1 }
+        }
+        var isEmpty: Bool { items.isEmpty }
+        var text: String { items.joined(separator: "; ") + (more > 0 ? "; and \(more) more" : "") }
+    }
+
+    /// `text` in at most `bytes` UTF-8 bytes, cut on a scalar boundary and ending in "…" when cut,
+    /// with control characters shown as escapes: log values, letter fields.
+    static func bounded(_ text: String, _ bytes: Int = maxLogValueBytes) -> String {
+        guard text.utf8.count > bytes else { return text }
+        return PathBytes.prefix(text, maxBytes: max(0, bytes - 3)) + "…"
     }
 
     // MARK: Results
@@ -238,9 +330,10 @@ final class QueueSource: JobSource, Sendable {
     /// Takes one job's end from the runner.
     func conclude(_ result: JobResult) {
         let entry = result.entry
-        var meta: Logger.Metadata = ["snap.key": "\(entry.relativePath)", "snap.ms": "\(String(format: "%.1f", result.milliseconds))"]
+        var meta: Logger.Metadata = ["snap.key": "\(Self.bounded(entry.relativePath))", "snap.ms": "\(String(format: "%.1f", result.milliseconds))"]
         if result.attempts > 1 { meta["snap.attempts"] = "\(result.attempts)" }
         // dealt: false when this source did not give the runner that job; concluded: nil when its message is settled already.
+        var repeated = false
         let (dealt, concluded) = monitor.withLock { locked -> (Bool, (id: String, message: Held)?) in
             guard var ids = locked.state.dealt[entry.path], !ids.isEmpty else { return (false, nil) }
             let id = ids.removeFirst()
@@ -249,18 +342,31 @@ final class QueueSource: JobSource, Sendable {
             message.pending -= 1
             let refusal: SnapError?
             switch result.outcome {
-            case .processed: refusal = nil
-            case .skipped: refusal = nil
+            case .processed:
+                refusal = nil
+                locked.state.failuresInARow = 0
+            case .skipped:
+                refusal = nil
+                locked.state.failuresInARow = 0
             case .failed(let error) where error.code == .superseded: refusal = nil
             case .failed(let error) where error.code.isTransient:
                 refusal = nil
                 message.transient = error
+                locked.state.failuresInARow += 1
             case .failed(let error), .crashed(let error), .timedOut(let error): refusal = error
             case .abandoned:
                 refusal = nil
                 message.abandoned = true
             }
-            if let refusal { message.refusals.append(Refusal(key: entry.relativePath, object: entry.path, error: refusal)) }
+            if let refusal {
+                let origin = message.origins[entry.path]
+                message.refusals.append(Refusal(key: entry.relativePath, object: entry.path, error: refusal, bucket: origin?.bucket, origin: origin?.origin))
+            }
+            // The same upload published twice from the same bytes (two deliveries at once, each
+            // taken before the other was published): the second is a repeat.
+            if case .processed = result.outcome, let digest = result.sourceDigest, !locked.state.published.insert("\(entry.path)\u{0}\(digest)") {
+                repeated = true
+            }
             if message.pending > 0 { locked.state.held[id] = message } else { locked.state.held[id] = nil }
             locked.broadcast()
             return (true, (id, message))
@@ -274,6 +380,12 @@ final class QueueSource: JobSource, Sendable {
         meta["snap.message_id"] = "\(id)"
 
         switch result.outcome {
+        case .processed where repeated:
+            metrics.repeats.increment()
+            backoff.reset()
+            meta["snap.result"] = "repeat"
+            meta["snap.note"] = "repeat: another delivery of this upload was published from the same bytes moments ago"
+            logger.info("processed", metadata: meta)
         case .processed:
             metrics.published.increment()
             backoff.reset()
@@ -290,19 +402,19 @@ final class QueueSource: JobSource, Sendable {
             // Not a failure: the newer generation's notification does the work.
             metrics.ignored.increment()
             meta["snap.result"] = "superseded"
-            meta["snap.note"] = "\(error.message)"
+            meta["snap.note"] = "\(Self.bounded(error.message))"
             logger.info("superseded: acknowledged without work", metadata: meta)
         case .failed(let error) where error.code.isTransient:
             metrics.transient.increment()
             meta["snap.result"] = "retry"
             meta["snap.code"] = "\(error.code.rawValue)"
-            meta["snap.error"] = "\(error.message)"
+            meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("transient failure; the message stays on the queue and will be retried", metadata: meta)
         case .failed(let error), .crashed(let error), .timedOut(let error):
             metrics.refused(error.code.rawValue)
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.code"] = "\(error.code.rawValue)"
-            meta["snap.error"] = "\(error.message)"
+            meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("refused", metadata: meta)
         case .abandoned:
             break
@@ -319,41 +431,75 @@ final class QueueSource: JobSource, Sendable {
             let meta: Logger.Metadata = ["snap.message_id": "\(message.message.id)"]
             if message.abandoned {
                 do { try queue.setLease(message.message, seconds: 0) } catch {
-                    logger.warning("cannot release a message; it comes back when its lease runs out", metadata: meta.merging(["snap.error": "\(describe(error))"]) { $1 })
+                    logger.warning("cannot release a message; it comes back when its lease runs out", metadata: meta.merging(["snap.error": "\(Self.bounded(describe(error)))"]) { $1 })
                 }
                 return
             }
-            var transient = message.transient
+            if let transient = message.transient {
+                // Its letters wait: the retry refuses the same uploads again, and sends them once it is settled for good.
+                leaveForRetry(message, because: transient, pauseAll: monitor.withLock { $0.state.failuresInARow } >= Self.failuresToPause)
+                return
+            }
             for refusal in message.refusals {
-                let letter = DeadLetter(key: refusal.key, code: refusal.error.code.rawValue, message: refusal.error.message,
-                                        object: refusal.object, messageID: message.message.id, worker: worker, body: refusal.body)
+                let letter = self.letter(refusal, of: message.message)
+                let id = "\(message.message.id)\u{0}\(refusal.key ?? refusal.object ?? "")\u{0}\(letter.code)"
+                if monitor.withLock({ $0.state.lettersSent.contains(id) }) { continue }
                 guard let deadLetters else {
                     logger.error("refused, and there is no dead-letter queue: deleting the message", metadata: meta.merging([
-                        "snap.key": "\(refusal.key ?? "")", "snap.code": "\(letter.code)", "snap.error": "\(letter.message)"]) { $1 })
+                        "snap.key": "\(letter.key ?? "")", "snap.object": "\(letter.object ?? "")", "snap.code": "\(letter.code)", "snap.error": "\(Self.bounded(letter.message))"]) { $1 })
                     continue
                 }
                 do {
                     try deadLetters.send(letter)
+                    _ = monitor.withLock { $0.state.lettersSent.insert(id) }
                     logger.notice("sent to the dead-letter queue", metadata: meta.merging([
-                        "snap.key": "\(refusal.key ?? "")", "snap.code": "\(letter.code)", "snap.dead_letter_queue": "\(deadLetters.location)"]) { $1 })
+                        "snap.key": "\(letter.key ?? "")", "snap.code": "\(letter.code)", "snap.dead_letter_queue": "\(deadLetters.location)"]) { $1 })
                 } catch {
-                    // The refusal is not recorded anywhere yet: the message must stay.
-                    transient = SnapError(.store, "cannot send to the dead-letter queue: \(describe(error))")
+                    // The refusal is not recorded anywhere yet: the message must stay. The dead-letter queue
+                    // is the queue's own failure: receiving pauses too.
+                    leaveForRetry(message, because: SnapError(.store, "cannot send to the dead-letter queue: \(describe(error))"), pauseAll: true)
+                    return
                 }
-            }
-            if let transient {
-                let delay = backoff.next()
-                pause(for: delay)
-                do { try queue.setLease(message.message, seconds: delay) } catch {}
-                logger.notice("left on the queue for a retry", metadata: meta.merging([
-                    "snap.retry_in_s": "\(delay)", "snap.error": "\(transient.message)"]) { $1 })
-                return
             }
             do { try queue.acknowledge(message.message) } catch {
                 logger.warning("cannot delete a finished message; it will be delivered again (and be a repeat)", metadata: meta.merging([
-                    "snap.error": "\(describe(error))"]) { $1 })
+                    "snap.error": "\(Self.bounded(describe(error)))"]) { $1 })
             }
         }
+    }
+
+    /// Hides the message for its own backoff (by how often it was delivered) and, for a failure
+    /// of the queue or the store itself, pauses all receiving as long.
+    private func leaveForRetry(_ message: Held, because error: SnapError, pauseAll: Bool) {
+        var meta: Logger.Metadata = ["snap.message_id": "\(message.message.id)"]
+        let delay = Self.retryDelay(deliveries: message.message.deliveries)
+        if pauseAll {
+            let pause = backoff.next()
+            self.pause(for: pause)
+            meta["snap.pause_s"] = "\(pause)"
+        }
+        do { try queue.setLease(message.message, seconds: delay) } catch {
+            logger.warning("cannot set a message's retry delay; it comes back when its lease runs out", metadata: meta.merging([
+                "snap.error": "\(Self.bounded(describe(error)))"]) { $1 })
+        }
+        logger.notice(pauseAll ? "left on the queue for a retry; receiving pauses (the store or the queue is failing)" : "left on the queue for a retry",
+                      metadata: meta.merging(["snap.retry_in_s": "\(delay)", "snap.error": "\(Self.bounded(error.message))"]) { $1 })
+    }
+
+    /// A message's own retry delay: 1 s after its first delivery, doubling with each one, at most 60 s.
+    static func retryDelay(deliveries: Int?) -> Double {
+        let n = max(1, min(deliveries ?? 1, 7))
+        return min(60, Double(1 << (n - 1)))
+    }
+
+    /// The letter for one refusal: the reason, and what identifies the event (bucket, object,
+    /// version, event time and name; Pub/Sub: the original attributes), every field bounded.
+    func letter(_ refusal: Refusal, of message: QueueMessage) -> DeadLetter {
+        DeadLetter(key: refusal.key.map { Self.bounded($0) }, code: refusal.error.code.rawValue,
+                   message: Self.bounded(refusal.error.message, DeadLetter.maxMessageBytes), object: refusal.object.map { Self.bounded($0) },
+                   messageID: message.id, worker: worker, body: refusal.body, bucket: refusal.bucket.map { Self.bounded($0) },
+                   version: refusal.origin?.version.map { Self.bounded($0, 256) }, eventTime: refusal.origin?.time.map { Self.bounded($0, 256) },
+                   event: refusal.origin?.name.map { Self.bounded($0, 256) }, attributes: message.attributes.isEmpty ? nil : message.attributes)
     }
 
     // MARK: Leases and shutdown
@@ -379,9 +525,11 @@ final class QueueSource: JobSource, Sendable {
         }
     }
 
-    /// Stops receiving (a long poll under way is cancelled) and releases the messages whose
-    /// jobs the runner has not taken yet; jobs in flight end through ``conclude(_:)``.
-    func stop() {
+    /// Stops receiving and releases the messages whose jobs the runner has not taken yet; jobs
+    /// in flight end through ``conclude(_:)``. A long poll under way is let finish (what it
+    /// brings is released at once) for up to `pollGrace` seconds, then cancelled: cancelling
+    /// one whose answer is on its way would leave that answer's messages hidden for a lease.
+    func stop(pollGrace: Double = 1) {
         let settled = monitor.withLock { locked in
             locked.state.stopped = true
             let left = locked.state.ready
@@ -396,10 +544,7 @@ final class QueueSource: JobSource, Sendable {
             locked.broadcast()
             return settled
         }
-        // A receive whose answer is already on its way would lose that answer to a cancel (its
-        // messages stay hidden for a whole visibility timeout): give it a moment to land (it is
-        // then released); a long poll that is merely waiting is cancelled after that.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [cancellation] in cancellation.cancel() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, pollGrace)) { [cancellation] in cancellation.cancel() }
         for message in settled { settle(message) }
     }
 
@@ -417,4 +562,34 @@ final class QueueSource: JobSource, Sendable {
 
     /// Messages released at shutdown are counted by the caller from the log; this is for tests.
     var isStopped: Bool { monitor.withLock { $0.state.stopped } }
+
+    /// Waits until the deletes, releases and letters under way are done, holding on to the rest (for tests).
+    func waitForSettling() { settling.wait() }
+
+    /// Whether receiving is paused now (for tests).
+    var isPaused: Bool { monitor.withLock { $0.state.pausedUntil > wallNow() } }
+}
+
+/// The last `limit` distinct values inserted (the oldest forgotten first).
+struct Recent<Value: Hashable> {
+    let limit: Int
+    private var set = Set<Value>()
+    private var order: [Value] = []
+    private var start = 0
+
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    func contains(_ value: Value) -> Bool { set.contains(value) }
+
+    /// False when it was there already.
+    mutating func insert(_ value: Value) -> Bool {
+        guard set.insert(value).inserted else { return false }
+        order.append(value)
+        if order.count - start > limit {
+            set.remove(order[start])
+            start += 1
+            if start > limit { order.removeFirst(start); start = 0 }
+        }
+        return true
+    }
 }

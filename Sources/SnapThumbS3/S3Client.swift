@@ -24,16 +24,26 @@ public struct S3Response: Sendable {
     public let status: Int
     public let headers: [String: String]
     public let body: Data
+    /// The body was longer than the request allowed (`maxBody`): it was not read, `body` is empty.
+    public let bodyOverLimit: Bool
 
-    public init(status: Int, headers: [String: String], body: Data) {
+    public init(status: Int, headers: [String: String], body: Data, bodyOverLimit: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.bodyOverLimit = bodyOverLimit
     }
 
-    init(_ response: HTTPResponse) { self.init(status: response.status, headers: response.headers, body: response.body) }
+    init(_ response: HTTPResponse) {
+        self.init(status: response.status, headers: response.headers, body: response.body, bodyOverLimit: response.bodyOverLimit)
+    }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    /// The Content-Length the answer announced, if any (and if it speaks of the body as sent: no Content-Encoding).
+    public var contentLength: Int? {
+        if let encoding = header("content-encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" { return nil }
+        return header("content-length").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+    }
     /// `<Error><Code>` of an S3 error document, if any.
     public var errorCode: String? { S3XML.firstValue(of: "Code", in: body) }
     var errorMessage: String? { S3XML.firstValue(of: "Message", in: body) }
@@ -109,9 +119,10 @@ public final class S3Client: Sendable {
     /// The object's whole answer (its headers: ETag, a GCS generation), or nil when there is none.
     /// A body shorter or longer than its Content-Length was retried (see `send`).
     /// `query` picks a version: `generation=N` on Google Cloud Storage (`versionId=…` on S3);
-    /// it is signed with the request.
-    public func fetch(_ key: String, query: [(String, String)] = []) throws -> S3Response? {
-        let response = try send("GET", key: key, query: query, accept: [200, 404])
+    /// it is signed with the request. `maxBody`: a body longer than that many bytes is not
+    /// read (its Content-Length is checked first); the answer comes back with `bodyOverLimit`.
+    public func fetch(_ key: String, query: [(String, String)] = [], maxBody: Int? = nil) throws -> S3Response? {
+        let response = try send("GET", key: key, query: query, accept: [200, 404], maxBody: maxBody)
         return response.status == 200 ? response : nil
     }
 
@@ -210,8 +221,11 @@ public final class S3Client: Sendable {
     /// Sends a signed request, retrying transient failures. Statuses in `accept`
     /// are answers; any other is an error (`config` for 401/403, else `io`).
     @discardableResult
+    /// `maxBody`: an answer whose body is longer is not read (see `HTTPRequest.maxBodyBytes`)
+    /// and comes back with `bodyOverLimit` when its status is accepted; never retried.
     public func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
-                     body: [UInt8] = [], payloadHash: String = SigV4Signer.emptyPayloadHash, accept: Set<Int>) throws -> S3Response {
+                     body: [UInt8] = [], payloadHash: String = SigV4Signer.emptyPayloadHash, accept: Set<Int>,
+                     maxBody: Int? = nil) throws -> S3Response {
         let (base, host, path) = target(key)
         var lastFailure = ""
         var tokenRefused = false
@@ -224,7 +238,7 @@ public final class S3Client: Sendable {
             }
             let request = HTTPRequest(method: method, url: url,
                                       headers: signed.filter { $0.0.lowercased() != "host" } + [("User-Agent", Self.userAgent)],
-                                      body: !body.isEmpty || method == "PUT" ? Data(body) : nil)
+                                      body: !body.isEmpty || method == "PUT" ? Data(body) : nil, maxBodyBytes: maxBody)
             counter.increment()
             switch transport.start(request).wait().map(S3Response.init) {
             case .failure(let error):
@@ -232,7 +246,8 @@ public final class S3Client: Sendable {
                 guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
             case .success(let response):
                 // A body cut short (or padded) on the way is transient, like a dropped connection.
-                let damaged = method == "HEAD" ? nil : Self.lengthProblem(response)
+                // (One not read for being over the cap has nothing to compare.)
+                let damaged = method == "HEAD" || response.bodyOverLimit ? nil : Self.lengthProblem(response)
                 if damaged == nil, response.status == 401, let bearer = configuration.bearer, !tokenRefused {
                     // A revoked or stale token: ask for a new one, once.
                     bearer.wasRefused()

@@ -53,56 +53,113 @@ public struct S3Sources: SourceReader {
     }
 
     public func read(_ path: String, limit: Int) throws -> SourceBuffer {
-        let bucketPrefix = "s3://\(client.configuration.bucket)/"
-        guard path.hasPrefix(bucketPrefix) else { throw SnapError(.internal, "\(path) is not in \(bucketPrefix)") }
-        guard let (body, _) = try client.get(String(path.dropFirst(bucketPrefix.count))) else {
+        let key = try objectKey(path)
+        // Never more than `limit` bytes held: a Content-Length over it is refused before the body
+        // is read, a body that runs past it (chunked, or longer than announced) is cut off there.
+        guard let response = try client.fetch(key, maxBody: limit) else {
             throw SnapError(.io, "\(path): no longer in the bucket")
         }
-        guard body.count <= limit else {
-            throw SnapError(.tooLarge, "input is \(body.count) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
-        }
-        return SourceBuffer([UInt8](body))
+        guard !response.bodyOverLimit, response.body.count <= limit else { throw Self.tooLarge(response, limit: limit) }
+        return SourceBuffer(response.body)
     }
 
-    /// Reads the generation a notification announced (`?generation=N`, Cloud Storage's XML
-    /// API; signed with the request) and checks its bytes against the size and MD5 given:
-    /// - that generation is gone (replaced by a newer one, or deleted): `superseded`; the
-    ///   newer generation's own notification makes its thumbnails;
-    /// - the bytes differ: read again (a cut or damaged transfer is transient); the same
-    ///   wrong bytes twice are `unreadable` (what is stored is not what was announced),
-    ///   different wrong bytes every time outlast the retries as `store` (retried later).
-    public func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer {
+    /// The object key of `s3://bucket/key`.
+    private func objectKey(_ path: String) throws -> String {
         let bucketPrefix = "s3://\(client.configuration.bucket)/"
         guard path.hasPrefix(bucketPrefix) else { throw SnapError(.internal, "\(path) is not in \(bucketPrefix)") }
-        let key = String(path.dropFirst(bucketPrefix.count))
+        return String(path.dropFirst(bucketPrefix.count))
+    }
+
+    static func tooLarge(_ response: S3Response, limit: Int) -> SnapError {
+        if let length = response.contentLength, length > limit {
+            return SnapError(.tooLarge, "input is \(length) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        }
+        return SnapError(.tooLarge, "input is more than \(limit) bytes, over the limit (limits.maxInputBytes); not read past it")
+    }
+
+    /// Reads what a notification announced and checks its bytes against the size and MD5 given,
+    /// never holding more than `limit` bytes:
+    /// - announced larger than `limit`: `too-large` before a byte is read;
+    /// - Cloud Storage: the generation named (`?generation=N`, signed with the request), read
+    ///   with the announced size as the cap; that generation gone (replaced by a newer one, or
+    ///   deleted): `superseded`, the newer generation's own notification makes its thumbnails;
+    ///   a generation of another size (its Content-Length, or a body that runs past the
+    ///   announced size): `unreadable` at once, never read whole nor twice;
+    /// - the right size but another MD5: the server's own MD5 (`x-goog-hash`) says whether it is
+    ///   what is stored (`unreadable` at once) or a transfer that went wrong (read again); without
+    ///   it, the same wrong bytes twice are `unreadable`, different wrong bytes every time outlast
+    ///   the retries as `store` (retried later);
+    /// - S3 (an event gives the size only, no version is read): the object as it is now, under
+    ///   `limit`; gone: `superseded` (deleted after its event; a new upload has an event of its own).
+    ///   Another size than announced is not refused: the object was written again, and that
+    ///   write's event finds these bytes a repeat.
+    public func read(_ path: String, limit: Int, expecting expected: SourceExpectation) throws -> SourceBuffer {
+        let key = try objectKey(path)
         let named = expected.generation.map { "\(path) generation \($0)" } ?? path
         // Announced as too large: refused before a byte is read, as a listed object would be.
         if let size = expected.size, size > Int64(limit) {
             throw SnapError(.tooLarge, "input is \(size) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
         }
-        switch try client.readChecked(key, query: expected.generation.map { [("generation", String($0))] } ?? [], check: { expected.mismatch(in: $0) == nil }) {
-        case .good(let response):
-            guard response.body.count <= limit else {
-                throw SnapError(.tooLarge, "input is \(response.body.count) bytes, over the limit of \(limit) bytes (limits.maxInputBytes)")
+        // Bytes that cannot change (a generation), or whose digest is known: what was announced, exactly.
+        let exact = expected.generation != nil || expected.md5 != nil
+        let announced = exact ? expected.size.map { Int(max(0, $0)) } : nil
+        let query = expected.generation.map { [("generation", String($0))] } ?? []
+        let attempts = max(2, client.retry.attempts)
+        var previousDigest: [UInt8]?
+        for attempt in 1 ... attempts {
+            if attempt > 1 { Thread.sleep(forTimeInterval: client.retry.delay(retry: attempt - 1)) }
+            guard let response = try client.fetch(key, query: query, maxBody: announced ?? limit) else {
+                try gone(key: key, named: named, expected: expected)
             }
-            return SourceBuffer([UInt8](response.body))
-        case .absent:
-            guard let generation = expected.generation else { throw SnapError(.io, "\(path): no longer in the bucket") }
-            // Which generation is live now says why the announced one is gone.
-            guard let live = try client.headers(key) else {
-                throw SnapError(.superseded, "\(named) was deleted before it was read")
-            }
-            if let text = live.header("x-goog-generation"), let current = Int64(text), current > generation {
-                throw SnapError(.superseded, "\(named) was replaced by generation \(current) before it was read")
-            }
-            throw SnapError(.io, "\(named): not found, though the object is there (\(live.header("x-goog-generation").map { "generation \($0)" } ?? "no generation given")); retried later")
-        case .bad(let response):
+            // A server that ignored `generation` and sent the live object: a newer one.
             if let generation = expected.generation, let text = response.header("x-goog-generation"), let served = Int64(text), served > generation {
-                // A server that ignored `generation` and sent the live object: a newer one.
-                throw SnapError(.superseded, "\(named) was replaced by generation \(served) before it was read")
+                if response.bodyOverLimit || expected.mismatch(in: response.body) != nil {
+                    throw SnapError(.superseded, "\(named) was replaced by generation \(served) before it was read")
+                }
             }
-            let what = expected.mismatch(in: response.body) ?? "the bytes differ"
-            throw SnapError(.unreadable, "\(named): \(what); read twice, the same bytes: the object is not what its notification announced")
+            if response.bodyOverLimit || (announced != nil && response.body.count != announced) {
+                guard let announced else { throw Self.tooLarge(response, limit: limit) }
+                let size = response.bodyOverLimit ? response.contentLength.map { "\($0) bytes" } ?? "more than \(announced) bytes" : "\(response.body.count) bytes"
+                throw SnapError(.unreadable, "\(named): the object is \(size), the notification says \(announced); not read: the object is not what its notification announced")
+            }
+        guard let want = expected.md5 else { return SourceBuffer(response.body) }
+            let digest = MD5.digest(response.body)
+            if digest == want { return SourceBuffer(response.body) }
+            if let stored = Self.storedMD5(response), stored != want {
+                throw SnapError(.unreadable, "\(named): the \(response.body.count) bytes stored do not have the MD5 the notification gives (the server's own MD5 says so); the object is not what its notification announced")
+            }
+            if previousDigest == digest {
+                throw SnapError(.unreadable, "\(named): the \(response.body.count) bytes read do not have the MD5 the notification gives; read twice, the same bytes: the object is not what its notification announced")
+            }
+            previousDigest = digest
         }
+        throw SnapError(.store, "\(client.configuration.location): GET \(key): read \(attempts) times, a different body each time and never the one announced; try again")
+    }
+
+    /// Why the object a notification named is not there (never returns).
+    private func gone(key: String, named: String, expected: SourceExpectation) throws -> Never {
+        guard let generation = expected.generation else {
+            // S3 (no versions read): deleted after its event; a later upload has an event of its own.
+            throw SnapError(.superseded, "\(named) was deleted before it was read")
+        }
+        // Which generation is live now says why the announced one is gone.
+        guard let live = try client.headers(key) else {
+            throw SnapError(.superseded, "\(named) was deleted before it was read")
+        }
+        if let text = live.header("x-goog-generation"), let current = Int64(text), current > generation {
+            throw SnapError(.superseded, "\(named) was replaced by generation \(current) before it was read")
+        }
+        throw SnapError(.io, "\(named): not found, though the object is there (\(live.header("x-goog-generation").map { "generation \($0)" } ?? "no generation given")); retried later")
+    }
+
+    /// The MD5 the server says it stores (`x-goog-hash: crc32c=…,md5=…`), when it says.
+    static func storedMD5(_ response: S3Response) -> [UInt8]? {
+        guard let header = response.header("x-goog-hash") else { return nil }
+        for part in header.split(separator: ",") {
+            let item = part.trimmingCharacters(in: .whitespaces)
+            guard item.hasPrefix("md5=") else { continue }
+            return Data(base64Encoded: String(item.dropFirst(4))).map { [UInt8]($0) }
+        }
+        return nil
     }
 }

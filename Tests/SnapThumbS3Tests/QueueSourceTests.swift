@@ -90,7 +90,8 @@ struct QueueSourceTests {
         #expect(queue.calls.isEmpty, "nothing happens to a message before all its uploads ended")
         source.conclude(Self.result(jobs[0], .skipped))
         source.finish()
-        let letter = DeadLetter(key: "bad.jpg", code: "corrupt", message: "damaged", object: "s3://uploads/in/bad.jpg", messageID: "m1", worker: "test-worker")
+        let letter = DeadLetter(key: "bad.jpg", code: "corrupt", message: "damaged", object: "s3://uploads/in/bad.jpg", messageID: "m1", worker: "test-worker",
+                                bucket: "uploads", event: "ObjectCreated:Put")
         #expect(queue.calls == [.letter(letter), .ack("m1")])
     }
 
@@ -229,13 +230,14 @@ struct BucketEventTests {
     @Test("S3 notifications: + is a space, %2B a plus; several records; other event names")
     func s3Records() {
         let body = """
-        {"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"in/red+flower%2B1.jpg","size":12}}},
+        {"Records":[{"eventName":"ObjectCreated:Put","eventTime":"2026-11-25T16:00:00.000Z","s3":{"bucket":{"name":"b"},"object":{"key":"in/red+flower%2B1.jpg","size":12,"versionId":"v1","sequencer":"0055AED6DCD90281E5"}}},
                     {"eventName":"ObjectCreated:CompleteMultipartUpload","s3":{"bucket":{"name":"b"},"object":{"key":"in/caf%C3%A9.jpg","size":"7"}}},
                     {"eventName":"ObjectRemoved:Delete","s3":{"bucket":{"name":"b"},"object":{"key":"in/x.jpg"}}}]}
         """
         #expect(S3EventDecoder.decode(body) == [
-            .objectCreated(bucket: "b", key: "in/red flower+1.jpg", size: 12),
-            .objectCreated(bucket: "b", key: "in/café.jpg", size: 7),
+            .objectCreated(bucket: "b", key: "in/red flower+1.jpg", size: 12,
+                           origin: EventOrigin(name: "ObjectCreated:Put", time: "2026-11-25T16:00:00.000Z", version: "v1", sequencer: "0055AED6DCD90281E5")),
+            .objectCreated(bucket: "b", key: "in/café.jpg", size: 7, origin: EventOrigin(name: "ObjectCreated:CompleteMultipartUpload")),
             .other("ObjectRemoved:Delete"),
         ])
     }
@@ -244,9 +246,9 @@ struct BucketEventTests {
     func otherForms() throws {
         let inner = "{\"Records\":[{\"eventName\":\"ObjectCreated:Copy\",\"s3\":{\"bucket\":{\"name\":\"b\"},\"object\":{\"key\":\"a+b.jpg\"}}}]}"
         let sns = String(decoding: try JSONSerialization.data(withJSONObject: ["Type": "Notification", "TopicArn": "arn:aws:sns:x", "Message": inner]), as: UTF8.self)
-        #expect(S3EventDecoder.decode(sns) == [.objectCreated(bucket: "b", key: "a b.jpg", size: nil)])
+        #expect(S3EventDecoder.decode(sns) == [.objectCreated(bucket: "b", key: "a b.jpg", size: nil, origin: EventOrigin(name: "ObjectCreated:Copy"))])
         let bridge = "{\"version\":\"0\",\"source\":\"aws.s3\",\"detail-type\":\"Object Created\",\"detail\":{\"bucket\":{\"name\":\"b\"},\"object\":{\"key\":\"a+b c.jpg\",\"size\":5}}}"
-        #expect(S3EventDecoder.decode(bridge) == [.objectCreated(bucket: "b", key: "a+b c.jpg", size: 5)])
+        #expect(S3EventDecoder.decode(bridge) == [.objectCreated(bucket: "b", key: "a+b c.jpg", size: 5, origin: EventOrigin(name: "Object Created"))])
         let deleted = "{\"source\":\"aws.s3\",\"detail-type\":\"Object Deleted\",\"detail\":{\"bucket\":{\"name\":\"b\"},\"object\":{\"key\":\"a\"}}}"
         #expect(S3EventDecoder.decode(deleted) == [.other("EventBridge Object Deleted")])
         #expect(S3EventDecoder.decode("{\"Service\":\"Amazon S3\",\"Event\":\"s3:TestEvent\",\"Bucket\":\"b\"}") == [.test(bucket: "b")])

@@ -37,14 +37,21 @@ void snap_http_transfer_cancel(snap_http_transfer *transfer);
 
 /* Performs the request. headers: "Name: value" strings. has_body: send body (body_length
  * bytes, possibly 0). idle_timeout_ms: fails when no byte moves for that long;
- * total_timeout_ms: 0 for none. Returns SNAP_HTTP_OK or a failure kind; *curl_code gets
- * libcurl's own code. The answer stays in the transfer until it is freed. */
+ * total_timeout_ms: 0 for none. max_body: the most bytes of the answer's body kept (0: no
+ * cap); an answer whose Content-Length is larger is not read, one that runs past it is cut
+ * off there: either way the transfer ends SNAP_HTTP_OK with its status and headers, an empty
+ * body and snap_http_over_limit() true. Returns SNAP_HTTP_OK or a failure kind; *curl_code
+ * gets libcurl's own code. The answer stays in the transfer until it is freed. */
 int snap_http_perform(snap_http_client *client, snap_http_transfer *transfer, const char *method, const char *url,
                       const char *const *headers, size_t header_count, const uint8_t *body, size_t body_length,
-                      int has_body, long idle_timeout_ms, long total_timeout_ms, int *curl_code);
+                      int has_body, long idle_timeout_ms, long total_timeout_ms, size_t max_body, int *curl_code);
 
 long snap_http_status(const snap_http_transfer *transfer);
+/* 1 when the answer's body was longer than max_body (and was not kept). */
+int snap_http_over_limit(const snap_http_transfer *transfer);
 const uint8_t *snap_http_body(const snap_http_transfer *transfer, size_t *length);
+/* The body's buffer, handed over (free() it; NULL when there is none): the transfer keeps no copy. */
+uint8_t *snap_http_take_body(snap_http_transfer *transfer, size_t *length);
 /* The final answer's header block ("Name: value\r\n" lines, status line first). */
 const char *snap_http_headers(const snap_http_transfer *transfer, size_t *length);
 /* *curl_code when libcurl itself could not be opened (it is loaded with the first request). */

@@ -2,6 +2,7 @@ import Foundation
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbGoogle
+import SystemKit
 
 /// A Pub/Sub subscription as the consumer's ``MessageQueue``: pull, acknowledge, and
 /// modifyAckDeadline as the lease. The client is async; the runner's job source is a
@@ -61,20 +62,33 @@ public enum StorageEventDecoder {
     /// notification; OBJECT_FINALIZE as an object created; the other events as `other`.
     public static func decode(_ message: QueueMessage) -> [BucketEvent]? {
         let pubsub = PubSubMessage(data: Data(message.body.utf8), attributes: message.attributes, messageID: message.id)
-        switch try? StorageNotification.parse(pubsub) {
-        case nil: return nil
-        case .upload(let upload)?:
-            let expected = SourceExpectation(generation: upload.generation, size: upload.size, md5: upload.md5)
-            return [.objectCreated(bucket: upload.bucket, key: upload.name, size: upload.size.map { Int($0) },
-                                   expected: expected.isEmpty ? nil : expected)]
-        case .ignored(let reason)?: return [.other(reason)]
+        let attributes = message.attributes
+        let origin = EventOrigin(name: attributes["eventType"], time: attributes["eventTime"], version: attributes["objectGeneration"])
+        do {
+            switch try StorageNotification.parse(pubsub) {
+            case .upload(let upload):
+                let expected = SourceExpectation(generation: upload.generation, size: upload.size, md5: upload.md5)
+                var origin = origin
+                origin.version = upload.generation.map { String($0) } ?? origin.version
+                return [.objectCreated(bucket: upload.bucket, key: upload.name, size: upload.size.map { Int($0) },
+                                       expected: expected.isEmpty ? nil : expected, origin: origin)]
+            case .ignored(let reason): return [.other(reason)]
+            }
+        } catch let error as GoogleError {
+            // Not a notification at all (no eventType): not a bucket event this queue carries.
+            guard attributes["eventType"] != nil else { return nil }
+            return [.unusable(bucket: attributes["bucketId"], key: attributes["objectId"], reason: error.message, origin: origin)]
+        } catch {
+            return nil
         }
     }
 }
 
 /// A Pub/Sub dead-letter topic: one message per refused upload, the letter as JSON data
-/// (as the SQS dead-letter queue gets it) and `snapthumb.key`, `snapthumb.code`,
-/// `snapthumb.message`, `snapthumb.object`, `snapthumb.worker`, `snapthumb.messageId` as attributes.
+/// (as the SQS dead-letter queue gets it) and as attributes: the original notification's
+/// attributes (`bucketId`, `objectId`, `objectGeneration`, `eventTime`, … for a replay), then
+/// `snapthumb.key`, `snapthumb.code`, `snapthumb.message`, `snapthumb.object`,
+/// `snapthumb.worker`, `snapthumb.messageId` (each cut to Pub/Sub's 1024 bytes).
 public struct PubSubDeadLetters: DeadLetterSink {
     public let client: PubSubClient
     public let topic: PubSubTopic
@@ -87,12 +101,23 @@ public struct PubSubDeadLetters: DeadLetterSink {
     public var location: String { topic.name }
 
     public func send(_ letter: DeadLetter) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(letter)
-        let message = DeadLetterMessage.make(original: PubSubMessage(data: data, messageID: letter.messageID), key: letter.key,
-                                             code: letter.code, message: letter.message, object: letter.object, worker: letter.worker)
+        let message = try Self.message(letter)
         let (client, topic) = (self.client, self.topic)
         do { _ = try BlockingCall { try await client.publish(topic, [message]) }.wait() } catch let error as GoogleError { throw error.snapError }
+    }
+
+    static func message(_ letter: DeadLetter) throws -> OutgoingMessage {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var attributes = letter.attributes ?? [:]
+        // The S3-style identifying fields, when the original attributes do not carry them.
+        if attributes["eventTime"] == nil, let time = letter.eventTime { attributes["eventTime"] = time }
+        if attributes["bucketId"] == nil, let bucket = letter.bucket { attributes["bucketId"] = bucket }
+        if attributes["objectGeneration"] == nil, let version = letter.version { attributes["objectGeneration"] = version }
+        // Attribute names of at most 256 bytes, values of at most 1024 (Pub/Sub's limits).
+        attributes = attributes.filter { !$0.key.isEmpty && $0.key.utf8.count <= 256 && !$0.key.hasPrefix("goog") }.mapValues { DeadLetterMessage.clip($0) }
+        let original = PubSubMessage(data: try encoder.encode(letter), attributes: attributes, messageID: letter.messageID)
+        return DeadLetterMessage.make(original: original, key: letter.key, code: letter.code, message: letter.message,
+                                      object: letter.object, worker: letter.worker)
     }
 }

@@ -223,11 +223,16 @@ public struct SQSQueue: MessageQueue {
 }
 
 /// An SQS dead-letter queue: one JSON message per refused upload (key, code, message,
-/// object, the original message id, the worker), with `code` and `key` also as message
-/// attributes for filtering.
+/// object, the event's bucket, version, time and name, the original message id, the worker;
+/// the original body for a message refused whole), with `code` and `key` also as message
+/// attributes for filtering. SQS takes only some characters (no NUL nor other control
+/// characters but tab, newline and return) and 256 KiB a message: attribute values are
+/// sanitised, and the body cut in bytes until the whole message fits.
 public struct SQSDeadLetters: DeadLetterSink {
     public let client: SQSClient
     public let queueURL: String
+    /// The most bytes of one message, body and attributes (SQS's default maximum, 256 KiB).
+    public static let maxMessageBytes = 256 * 1024
 
     public init(client: SQSClient, queueURL: String) {
         self.client = client
@@ -237,11 +242,40 @@ public struct SQSDeadLetters: DeadLetterSink {
     public var location: String { queueURL }
 
     public func send(_ letter: DeadLetter) throws {
+        let (body, attributes) = try Self.message(letter)
+        try client.send(body: body, attributes: attributes, to: queueURL)
+    }
+
+    /// The message for a letter: its JSON (control characters escaped by JSON itself) and the
+    /// attributes, together within ``maxMessageBytes``.
+    static func message(_ letter: DeadLetter) throws -> (body: String, attributes: [String: String]) {
+        var attributes = ["code": sanitised(letter.code)]
+        if let key = letter.key { attributes["key"] = sanitised(key) }
+        let attributeBytes = attributes.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + "String".utf8.count }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = String(decoding: try encoder.encode(letter), as: UTF8.self)
-        var attributes = ["code": letter.code]
-        if let key = letter.key { attributes["key"] = key }
-        try client.send(body: body, attributes: attributes, to: queueURL)
+        var letter = letter
+        while true {
+            let body = String(decoding: try encoder.encode(letter), as: UTF8.self)
+            let size = body.utf8.count + attributeBytes
+            if size <= maxMessageBytes { return (body, attributes) }
+            // Only the original body can be that long: cut it by what is over (JSON escapes count more than once).
+            guard let original = letter.body, original.utf8.count > 3 else {
+                throw SnapError(.internal, "a dead letter of \(size) bytes without a body to shorten")
+            }
+            letter.body = PathBytes.prefix(original, maxBytes: max(0, original.utf8.count - (size - maxMessageBytes) - 1024)) + "…"
+        }
+    }
+
+    /// What SQS takes in a string attribute: #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD and
+    /// #x10000 up; anything else as a `\u{…}` escape, so that the letter still says what it was.
+    static func sanitised(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let v = scalar.value
+            let allowed = v == 0x9 || v == 0xA || v == 0xD || (0x20...0xD7FF).contains(v) || (0xE000...0xFFFD).contains(v) || v >= 0x10000
+            if allowed { out.append(scalar) } else { out.append(contentsOf: "\\u{\(String(v, radix: 16))}".unicodeScalars) }
+        }
+        return String(out)
     }
 }

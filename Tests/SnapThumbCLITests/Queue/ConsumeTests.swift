@@ -120,17 +120,18 @@ struct ConsumeTests {
         var expected: [String] = []
         for i in 0..<12 {
             let key = "p/form \(i)+x.jpg"
-            _ = try client.put(key, body: [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(Self.good[i % 6])")))), contentType: "image/jpeg")
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(Self.good[i % 6])"))))
+            _ = try client.put(key, body: bytes, contentType: "image/jpeg")
             expected.append("form \(i)+x.jpg")
             let encoded = key.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "/ ._-")))!.replacingOccurrences(of: " ", with: "+")
-            let record = "{\"Records\":[{\"eventName\":\"ObjectCreated:Put\",\"s3\":{\"bucket\":{\"name\":\"\(uploads)\"},\"object\":{\"key\":\"\(encoded)\",\"size\":1}}}]}"
+            let record = "{\"Records\":[{\"eventName\":\"ObjectCreated:Put\",\"s3\":{\"bucket\":{\"name\":\"\(uploads)\"},\"object\":{\"key\":\"\(encoded)\",\"size\":\(bytes.count)}}}]}"
             switch i % 3 {
             case 0: try sqs.send(body: record)
             case 1:
                 let envelope = try JSONSerialization.data(withJSONObject: ["Type": "Notification", "Message": record])
                 try sqs.send(body: String(decoding: envelope, as: UTF8.self))
             default:
-                try sqs.send(body: "{\"source\":\"aws.s3\",\"detail-type\":\"Object Created\",\"detail\":{\"bucket\":{\"name\":\"\(uploads)\"},\"object\":{\"key\":\"\(key)\",\"size\":1}}}")
+                try sqs.send(body: "{\"source\":\"aws.s3\",\"detail-type\":\"Object Created\",\"detail\":{\"bucket\":{\"name\":\"\(uploads)\"},\"object\":{\"key\":\"\(key)\",\"size\":\(bytes.count)}}}")
             }
         }
         try sqs.send(body: "not json at all")

@@ -260,6 +260,14 @@ struct PubSubConsumeTests {
         #expect(worker.terminate() == 0)
         #expect(letters.compactMap { $0.message.attributes["snapthumb.key"] } == ["raced.jpg"])
         #expect(letters.first?.message.attributes["snapthumb.code"] == "unreadable")
+        // The notification's own attributes go with the letter (a replay needs them), and the letter as JSON data.
+        #expect(letters.first?.message.attributes["objectId"] == "in/raced.jpg", "\(letters)")
+        #expect(letters.first?.message.attributes["objectGeneration"] == "11")
+        #expect(letters.first?.message.attributes["eventTime"] == "2026-11-25T16:00:00.000000Z")
+        let letter = try letters.first.map { try JSONDecoder().decode(DeadLetter.self, from: $0.message.data) }
+        #expect(letter?.version == "11" && letter?.eventTime == "2026-11-25T16:00:00.000000Z" && letter?.event == "OBJECT_FINALIZE", "\(String(describing: letter))")
+        // Of another size than announced: refused from its Content-Length, not read twice.
+        #expect(letters.first?.message.attributes["snapthumb.message"]?.contains("the notification says \(other.count)") == true, "\(letters)")
         #expect(letters.first?.message.attributes["snapthumb.message"]?.contains("MD5") == true
                     || letters.first?.message.attributes["snapthumb.message"]?.contains("the notification says") == true, "\(letters)")
         let superseded = worker.log.split(separator: "\n").filter { $0.contains("superseded") }
