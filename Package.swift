@@ -34,9 +34,9 @@ let package = Package(
         // The watch daemon: graceful shutdown on SIGTERM, metrics in Prometheus text format.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        // The daemons' /healthz, /readyz and /metrics (`--listen`): a small HTTP/1.1 server with
-        // no dependencies (docs/operations.md, "HTTP endpoints", says why this one).
-        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        // The daemons' /healthz, /readyz and /metrics (`--listen`), on SwiftNIO
+        // (docs/operations.md, "HTTP endpoints", says why this one).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
@@ -108,7 +108,7 @@ let package = Package(
         .target(
             name: "SnapThumbRunner",
             dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "FlyingFox", package: "FlyingFox")]
+                           .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Hummingbird", package: "hummingbird")]
         ),
         // ---- Layer 4: what runs on the runner or reads a store.
         // `snapthumb verify`: re-hashes a store and validates every manifest against the

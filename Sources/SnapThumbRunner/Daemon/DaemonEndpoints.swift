@@ -1,6 +1,5 @@
 import Foundation
-import FlyingFox
-import FlyingSocks
+import Hummingbird
 import Logging
 import Prometheus
 
@@ -11,17 +10,16 @@ import Prometheus
 /// - `GET /readyz`: 200 once the start-up checks passed, 503 before and while draining;
 /// - `GET /metrics`: the registry in Prometheus' text format, the very metrics the textfile holds.
 ///
-/// Served by FlyingFox (a small HTTP/1.1 server on async sockets: its socket waits run on a
-/// Dispatch queue, never blocking a cooperative thread); anything else is 404.
+/// Served by Hummingbird 2 on SwiftNIO (event loops of their own; nothing here blocks a
+/// cooperative thread); anything else is 404. Why Hummingbird and not a smaller server:
+/// docs/operations.md, "HTTP endpoints".
 public final class DaemonEndpoints: Sendable {
     /// Where it listens, with the port the kernel chose for port 0.
     public let address: String
-    private let server: HTTPServer
     private let task: Task<Void, Never>
 
-    private init(address: String, server: HTTPServer, task: Task<Void, Never>) {
+    private init(address: String, task: Task<Void, Never>) {
         self.address = address
-        self.server = server
         self.task = task
     }
 
@@ -29,84 +27,69 @@ public final class DaemonEndpoints: Sendable {
     /// cannot be bound, so that the daemon fails its start-up checks instead of running unwatched.
     public static func start(_ listen: ListenAddress, health: DaemonHealth, registry: PrometheusCollectorRegistry,
                              logger: Logger) async throws -> DaemonEndpoints {
-        let socketAddress: any SocketAddress
-        do {
-            switch listen.host {
-            case .ipv4(let ip): socketAddress = try sockaddr_in.inet(ip4: ip, port: listen.port)
-            case .ipv6(let ip): socketAddress = try sockaddr_in6.inet6(ip6: ip, port: listen.port)
-            }
-        } catch {
-            throw ListenAddressError("cannot use \(listen) as an address: \(error)")
-        }
-        let server = HTTPServer(config: HTTPServer.Configuration(address: socketAddress, timeout: 15, logger: ServerLog(logger: logger)))
-        await server.appendRoute("GET /healthz") { _ in
+        let router = Router()
+        router.get("/healthz") { _, _ in
             let (ok, text) = health.liveness()
             return Self.text(ok ? .ok : .serviceUnavailable, text)
         }
-        await server.appendRoute("GET /readyz") { _ in
+        router.get("/readyz") { _, _ in
             let (ok, text) = health.readiness()
             return Self.text(ok ? .ok : .serviceUnavailable, text)
         }
-        await server.appendRoute("GET /metrics") { _ in
-            HTTPResponse(statusCode: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                         body: Data(registry.emitToBuffer()))
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
         }
-
-        // The first of: listening, or the server's end (an address in use ends it at once).
-        let (events, event) = AsyncStream<Result<Void, any Error>>.makeStream()
+        let host: String
+        switch listen.host {
+        case .ipv4(let ip): host = ip
+        case .ipv6(let ip): host = ip
+        }
+        // The server's own lines (a request it could not parse) only at debug level: the
+        // daemon's log stays the daemon's.
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        // The first of: listening (with the bound address), or the server's end (an address in use ends it at once).
+        let (events, event) = AsyncStream<Result<String, any Error>>.makeStream()
+        let app = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: Int(listen.port)), serverName: nil),
+            onServerRunning: { channel in
+                let bound = channel.localAddress.map { address -> String in
+                    let ip = address.ipAddress ?? host
+                    return (ip.contains(":") ? "[\(ip)]" : ip) + ":\(address.port ?? Int(listen.port))"
+                } ?? listen.description
+                event.yield(.success(bound))
+            },
+            logger: quiet)
         let task = Task {
             do {
-                try await server.run()
+                try await app.run()
                 event.yield(.failure(ListenAddressError("the HTTP server stopped")))
             } catch {
                 event.yield(.failure(error))
             }
         }
-        let watcher = Task {
-            do { try await server.waitUntilListening(timeout: 30); event.yield(.success(())) } catch { event.yield(.failure(error)) }
-        }
-        var first: Result<Void, any Error> = .failure(ListenAddressError("the HTTP server did not start"))
+        var first: Result<String, any Error> = .failure(ListenAddressError("the HTTP server did not start"))
         for await outcome in events { first = outcome; break }
-        watcher.cancel()
-        if case .failure(let error) = first {
-            await server.stop()
+        switch first {
+        case .success(let bound):
+            logger.info("serving /healthz, /readyz and /metrics", metadata: ["snap.listen": "\(bound)"])
+            return DaemonEndpoints(address: bound, task: task)
+        case .failure(let error):
             task.cancel()
-            throw ListenAddressError("cannot listen on \(listen): \(Self.describe(error))")
+            throw ListenAddressError("cannot listen on \(listen): \(error)")
         }
-        let bound: String
-        switch await server.listeningAddress {
-        case .ip4(let ip, let port)?: bound = "\(ip):\(port)"
-        case .ip6(let ip, let port)?: bound = "[\(ip)]:\(port)"
-        default: bound = listen.description
-        }
-        logger.info("serving /healthz, /readyz and /metrics", metadata: ["snap.listen": "\(bound)"])
-        return DaemonEndpoints(address: bound, server: server, task: task)
     }
 
     /// Stops listening (after the daemon has stopped: a last scrape may see it drain).
     public func stop() async {
-        await server.stop(timeout: 1)
         task.cancel()
+        await task.value
     }
 
-    private static func text(_ status: HTTPStatusCode, _ text: String) -> HTTPResponse {
-        HTTPResponse(statusCode: status, headers: [.contentType: "text/plain; charset=utf-8"], body: Data(text.utf8))
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let socket = error as? SocketError, case .failed(_, let errno, let message) = socket {
-            return "\(message) (errno \(errno))"
-        }
-        return "\(error)"
-    }
-
-    /// FlyingFox's own messages, at debug level but for its errors (a request it could not read).
-    private struct ServerLog: FlyingSocks.Logging {
-        let logger: Logger
-        func logDebug(_ debug: @autoclosure () -> String) {}
-        func logInfo(_ info: @autoclosure () -> String) {}
-        func logWarning(_ warning: @autoclosure () -> String) { logger.debug("http: \(warning())") }
-        func logError(_ error: @autoclosure () -> String) { logger.debug("http: \(error())") }
-        func logCritical(_ critical: @autoclosure () -> String) { logger.debug("http: \(critical())") }
+    private static func text(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 }
