@@ -34,6 +34,9 @@ let package = Package(
         // The watch daemon: graceful shutdown on SIGTERM, metrics in Prometheus text format.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // The daemons' /healthz, /readyz and /metrics (`--listen`), on SwiftNIO
+        // (docs/operations.md, "HTTP endpoints", says why this one).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
@@ -105,7 +108,7 @@ let package = Package(
         .target(
             name: "SnapThumbRunner",
             dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Prometheus", package: "swift-prometheus")]
+                           .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Hummingbird", package: "hummingbird")]
         ),
         // ---- Layer 4: what runs on the runner or reads a store.
         // `snapthumb verify`: re-hashes a store and validates every manifest against the
@@ -175,6 +178,7 @@ let package = Package(
                 "VipsKit",
                 "SystemKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs snapthumb, its man page, shell completions, docs, manifest schema and the systemd unit template.
+# Installs snapthumb, its man page, shell completions, docs, manifest schema and the systemd unit templates (watch, consume).
 #
 #   Scripts/install.sh                      # build a release binary and install under /usr/local
 #   Scripts/install.sh --binary PATH        # install this binary instead of building
@@ -8,6 +8,7 @@
 #   Scripts/install.sh --manual-tool PATH   # swift-argument-parser's generate-manual, already built
 #
 # Then, on a systemd host:  systemctl enable --now snapthumb-watch@1 snapthumb-watch@2
+#   (or, with QUEUE_URL in /etc/snapthumb/consume.env:  systemctl enable --now snapthumb-consume@1)
 # The man page (snapthumb(1)) is generated from the binary's own help by swift-argument-parser's
 # generate-manual, the tool its generate-manual plugin runs; it is built once (about 15 s).
 set -euo pipefail
@@ -53,17 +54,27 @@ install -d "$destdir$prefix/bin" "$share/snapthumb" "$share/man/man1" "$share/do
 install -m 0755 "$binary" "$destdir$prefix/bin/snapthumb"
 # verify looks for the schema in <prefix>/share/snapthumb when the resource bundle is not beside the binary.
 install -m 0644 Sources/SnapThumbVerify/Resources/manifest.v1.schema.json "$share/snapthumb/"
-"$manual_tool" "$binary" --output-directory "$staging" >/dev/null
-install -m 0644 "$staging/snapthumb.1" "$share/man/man1/snapthumb.1"
+# generate-manual drops every character outside ASCII ("100100 JPEG" for "100×100 JPEG"): it reads
+# the help through a wrapper that spells each as an ASCII marker (@U+00D7@), which the page then
+# gets as roff's own escape (\[u00D7]), shown as × by man and mandoc. perl-base is essential on Debian.
+cat > "$staging/snapthumb" <<WRAPPER
+#!/bin/sh
+"$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")" "\$@" | perl -CSD -pe 's/([^\\x00-\\x7F])/sprintf("\@U+%04X\@", ord(\$1))/ge'
+WRAPPER
+chmod 0755 "$staging/snapthumb"
+"$manual_tool" "$staging/snapthumb" --output-directory "$staging" >/dev/null
+perl -pe 's/\@U\+([0-9A-F]{4,6})\@/\\[u$1]/g' "$staging/snapthumb.1" > "$staging/snapthumb.1.roff"
+install -m 0644 "$staging/snapthumb.1.roff" "$share/man/man1/snapthumb.1"
 "$binary" --generate-completion-script bash > "$share/bash-completion/completions/snapthumb"
 "$binary" --generate-completion-script zsh > "$share/zsh/site-functions/_snapthumb"
 "$binary" --generate-completion-script fish > "$share/fish/vendor_completions.d/snapthumb.fish"
 chmod 0644 "$share/bash-completion/completions/snapthumb" "$share/zsh/site-functions/_snapthumb" "$share/fish/vendor_completions.d/snapthumb.fish"
 install -m 0644 README.md docs/*.md "$share/doc/snapthumb/"
-# The unit names the binary and its documentation under the prefix.
-sed "s#/usr/local/#$prefix/#g" dist/systemd/snapthumb-watch@.service \
-  > "$destdir/etc/systemd/system/snapthumb-watch@.service"
-chmod 0644 "$destdir/etc/systemd/system/snapthumb-watch@.service"
+# The units name the binary and its documentation under the prefix.
+for unit in snapthumb-watch@.service snapthumb-consume@.service; do
+  sed "s#/usr/local/#$prefix/#g" "dist/systemd/$unit" > "$destdir/etc/systemd/system/$unit"
+  chmod 0644 "$destdir/etc/systemd/system/$unit"
+done
 [ -e "$destdir/etc/snapthumb/snapthumb.json" ] || install -m 0644 dist/snapthumb.json "$destdir/etc/snapthumb/snapthumb.json"
 
 if [ -z "$destdir" ] && [ "$(id -u)" -eq 0 ]; then

@@ -13,6 +13,10 @@ export SNAPTHUMB_REQUIRE_MOTO=1
 # SNAPTHUMB_REQUIRE_RGW=1 a missing radosgw fails those tests instead of skipping them.
 Scripts/rgw.sh install
 export SNAPTHUMB_REQUIRE_RGW=1
+# kubernetes-validate and the AWS CLI (PyPI, .venv-tools/): the deploy files against Kubernetes'
+# schemas, docs/fleet.md's AWS commands against moto. With SNAPTHUMB_REQUIRE_TOOLS=1 a missing one fails.
+Scripts/tools.sh
+export SNAPTHUMB_REQUIRE_TOOLS=1
 # The stage benchmarks are a separate package (Benchmarks/): CI builds them so that
 # they keep compiling; running them is `swift package --package-path Benchmarks benchmark`.
 swift build --package-path Benchmarks

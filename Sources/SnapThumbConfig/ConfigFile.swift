@@ -7,7 +7,8 @@ import SnapThumbCore
 /// ```json
 /// { "pipeline": { "square": { "budget": 4096 }, "pixel": { "palette": "pico8" } },
 ///   "store":    { "path": "/srv/store" },
-///   "watch":    { "jobs": 2, "drainTimeout": "25s" },
+///   "watch":    { "jobs": 2, "drainTimeout": "25s", "listen": "127.0.0.1:9090" },
+///   "consume":  { "source": "s3://uploads/snaps/", "listen": "0.0.0.0:9090" },
 ///   "backfill": { "jobs": 2, "progressInterval": "10s" },
 ///   "log":      { "format": "json", "level": "info" } }
 /// ```
@@ -45,6 +46,8 @@ public struct ConfigFile: Sendable {
         "s3": CloudSettings.fileSettings["s3"]!,
         "sqs": CloudSettings.fileSettings["sqs"]!,
         "google": CloudSettings.fileSettings["google"]!,
+        "consume": ["source", "jobs", "deadLetterQueue", "deadLetterTopic", "visibilityTimeout", "imageTimeout",
+                    "drainTimeout", "workerId", "metricsFile", "metricsInterval", "listen"],
         // "watch" is checked by the watch command, which knows its settings.
     ]
 
@@ -70,7 +73,7 @@ public struct ConfigFile: Sendable {
             throw SnapError(.config, "config file \(path) is not valid JSON")
         }
         guard let object = root as? [String: Any] else {
-            throw SnapError(.config, "config file \(path) must hold one JSON object of sections (pipeline, store, watch, backfill, log, s3, sqs, google)")
+            throw SnapError(.config, "config file \(path) must hold one JSON object of sections (pipeline, store, watch, consume, backfill, log, s3, sqs, google)")
         }
         var pipelineObject: [String: Any] = [:]
         var sections: [String: [String: String]] = [:]
@@ -85,7 +88,7 @@ public struct ConfigFile: Sendable {
                     throw SnapError(.config, "config file \(path): \"pipeline\" must be an object of pipeline settings")
                 }
                 for (key, field) in section { pipelineObject[key] = field }
-            case "store", "watch", "backfill", "log", "s3", "sqs", "google":
+            case "store", "watch", "consume", "backfill", "log", "s3", "sqs", "google":
                 guard let section = value as? [String: Any] else {
                     throw SnapError(.config, "config file \(path): \"\(name)\" must be an object of settings")
                 }
@@ -104,7 +107,7 @@ public struct ConfigFile: Sendable {
                 }
                 sections[name] = values
             default:
-                throw SnapError(.config, "config file \(at(name)): unknown section \"\(name)\"; sections are pipeline, store, watch, backfill, log, s3, sqs, google")
+                throw SnapError(.config, "config file \(at(name)): unknown section \"\(name)\"; sections are pipeline, store, watch, consume, backfill, log, s3, sqs, google")
             }
         }
         do {

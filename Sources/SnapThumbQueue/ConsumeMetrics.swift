@@ -2,6 +2,7 @@ import Foundation
 import Prometheus
 import SnapThumbCore
 import SnapThumbStore
+import SnapThumbRunner
 import Synchronization
 import SystemKit
 
@@ -34,10 +35,7 @@ final class ConsumeMetrics: Sendable {
         inFlight = registry.makeGauge(descriptor: Self.name("messages_in_flight", "", "Messages received and not yet deleted or released."))
         oldestAge = registry.makeGauge(descriptor: Self.name("oldest_message_age", "seconds", "Age (since it was sent to the queue) of the oldest message received in the last metrics interval; 0 if none."))
         heartbeat = registry.makeGauge(descriptor: Self.name("last_heartbeat_timestamp", "seconds", "Unix time of the worker's last housekeeping pass; alert when it stops advancing."))
-        registry.makeGauge(
-            descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
-                                             helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
-            labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
+        DaemonMetrics.registerBuildInfo(in: registry)
         for code in ErrorCode.allCases where !code.isTransient && code != .config && code != .superseded { _ = refusedCounter(code.rawValue) }
     }
 

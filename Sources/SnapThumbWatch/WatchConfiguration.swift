@@ -4,7 +4,7 @@ import SnapThumbCore
 import SnapThumbStore
 import Logging
 import SnapThumbConfig
-import SnapThumbCore
+import SnapThumbRunner
 
 /// Everything `snapthumb watch` can be told, with its defaults. Built once by
 /// `resolve` from flags, `SNAPTHUMB_*` environment variables and the `watch`
@@ -49,6 +49,8 @@ public struct WatchConfiguration: Sendable {
     public var metricsFile: String?
     /// How often the metrics file is rewritten.
     public var metricsInterval = 5.0
+    /// Where `/healthz`, `/readyz` and `/metrics` are served; nil: not served.
+    public var listen: ListenAddress?
     /// The lowest level logged.
     public var logLevel = Logger.Level.info
     /// Log lines as text or JSON objects.
@@ -66,7 +68,8 @@ public struct WatchConfiguration: Sendable {
             ("pollInterval", d(pollInterval)), ("settle", d(settle)), ("rescanInterval", d(rescanInterval)),
             ("imageTimeout", d(imageTimeout)), ("drainTimeout", d(drainTimeout)), ("leaseTimeout", d(leaseTimeout)),
             ("maxAttempts", "\(maxAttempts)"), ("afterSuccess", afterSuccess.rawValue), ("doneRetention", d(doneRetention)),
-            ("metricsFile", metricsFile ?? "none"), ("metricsInterval", d(metricsInterval)), ("logLevel", logLevel.rawValue),
+            ("metricsFile", metricsFile ?? "none"), ("metricsInterval", d(metricsInterval)),
+            ("listen", listen?.description ?? "none"), ("logLevel", logLevel.rawValue),
             ("logFormat", logFormat.rawValue), ("queueCapacity", "\(queueCapacity)"),
         ]
         return values.map { (name: "watch.\($0.0)", value: $0.1, source: sources[$0.0] ?? "default") }
@@ -88,7 +91,7 @@ public struct WatchConfiguration: Sendable {
     static let keys: [Key] = [
         "store", "jobs", "worker-id", "create", "poll", "poll-interval", "settle", "rescan-interval", "image-timeout",
         "drain-timeout", "lease-timeout", "max-attempts", "after-success", "done-retention", "metrics-file",
-        "metrics-interval", "log-level", "log-format", "queue-capacity",
+        "metrics-interval", "listen", "log-level", "log-format", "queue-capacity",
     ].map { flag in
         let parts = flag.split(separator: "-")
         return Key(flag: flag, json: parts[0] + parts.dropFirst().map { $0.capitalized }.joined())
@@ -189,6 +192,12 @@ public struct WatchConfiguration: Sendable {
             c.afterSuccess = value
         }
         if let (text, _) = lookup(key("metrics-file")), !text.isEmpty { c.metricsFile = text }
+        if let (text, source) = lookup(key("listen")), !text.isEmpty {
+            switch ListenAddress.parse(text) {
+            case .success(let address): c.listen = address
+            case .failure(let error): throw WatchConfigError("\(source) \(error.description)")
+            }
+        }
         if let (text, source) = lookup(key("log-level")) {
             guard let level = Logger.Level(rawValue: text.lowercased()) else {
                 throw WatchConfigError("\(source) must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")) (got '\(text)')")
@@ -217,10 +226,7 @@ public struct WatchConfiguration: Sendable {
     /// A sentence when `metricsFile`'s directory does not exist (no node_exporter on this host):
     /// the worker then runs without the textfile rather than refuse to start and restart-loop.
     public var metricsDirectoryMissing: String? {
-        guard let metricsFile else { return nil }
-        let directory = Paths.parent(of: metricsFile)
-        if Self.isDirectory(directory.isEmpty ? "." : directory) { return nil }
-        return "the directory of the metrics file \(metricsFile) does not exist (node_exporter's textfile directory?): running without the metrics file; create the directory and restart to have it"
+        metricsFile.flatMap(DaemonMetrics.textfileDirectoryMissing)
     }
 
     static func isDirectory(_ path: String) -> Bool {

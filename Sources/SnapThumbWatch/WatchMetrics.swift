@@ -4,6 +4,7 @@ import SnapThumbConfig
 import Prometheus
 import SnapThumbCore
 import SnapThumbStore
+import SnapThumbRunner
 import VipsKit
 import SystemKit
 import Synchronization
@@ -43,10 +44,7 @@ final class WatchMetrics: Sendable {
                       .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10)]))
         heartbeat = registry.makeGauge(descriptor: Self.watch(
             "last_heartbeat_timestamp", "seconds", "Unix time of the worker's last housekeeping pass; alert when it stops advancing."))
-        registry.makeGauge(
-            descriptor: MetricNameDescriptor(namespace: "snapthumb", metricName: "build", unitName: "info",
-                                             helpText: "Always 1; the labels say which SnapThumb and libvips this worker runs."),
-            labels: [("version", SnapThumbVersion.current), ("libvips", SnapThumbVersion.libvips)]).set(to: 1)
+        DaemonMetrics.registerBuildInfo(in: registry)
         for code in ErrorCode.allCases where !code.isTransient && code != .superseded { _ = failedCounter(code) }
     }
 

@@ -10,7 +10,7 @@ struct ConfigCommand: ParsableCommand {
         commandName: "config",
         abstract: "Print the effective settings and where each came from (flag, SNAPTHUMB_* variable, config file, default).",
         discussion: """
-        Every setting of every subcommand comes from, in this order: its flag, its SNAPTHUMB_<FLAG> environment variable (--poll-interval is SNAPTHUMB_POLL_INTERVAL), the config file (--config or SNAPTHUMB_CONFIG: JSON with sections pipeline, store, watch, backfill, log, s3, sqs, google), then the default. How buckets, queues and Google are reached comes from the variables the AWS and Google tools read (AWS_REGION, AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, …), then the s3, sqs and google sections; keys and tokens only from the environment, and shown as (set), never printed. Give the same flags as the command you mean, e.g. 'snapthumb config --budget 3000'.
+        Every setting of every subcommand comes from, in this order: its flag, its SNAPTHUMB_<FLAG> environment variable (--poll-interval is SNAPTHUMB_POLL_INTERVAL), the config file (--config or SNAPTHUMB_CONFIG: JSON with sections pipeline, store, watch, consume, backfill, log, s3, sqs, google), then the default. How buckets, queues and Google are reached comes from the variables the AWS and Google tools read (AWS_REGION, AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, …), then the s3, sqs and google sections; keys and tokens only from the environment, and shown as (set), never printed. Give the same flags as the command you mean, e.g. 'snapthumb config --budget 3000'.
         """
     )
 
@@ -89,11 +89,11 @@ struct ConfigCommand: ParsableCommand {
     }
 
     /// Settings whose digits are a name, not a number (`"chroma": "444"`).
-    static let textual = Set(["pipeline.square.chroma", "watch.workerId", "store.path", "config"])
+    static let textual = Set(["pipeline.square.chroma", "watch.workerId", "watch.listen", "store.path", "config"])
         .union(CloudSettings().shown.map(\.name)).subtracting(["s3.pathStyle", "s3.maxAttempts"])
     /// Settings shown as `none` (or `(none)`) when unset.
     static let nullable = Set(["pipeline.square.budget", "pipeline.pixel.budget", "pipeline.pixel.gridBudget",
-                               "backfill.report", "backfill.shard", "watch.metricsFile", "store.path"])
+                               "backfill.report", "backfill.shard", "watch.metricsFile", "watch.listen", "store.path"])
         .union(CloudSettings().shown.map(\.name))
 
     static func typed(_ name: String, _ value: String) -> JSONValue {

@@ -20,11 +20,11 @@ struct ConsumeCommand: AsyncParsableCommand {
 
         A message is deleted only after its manifest is published, or the upload is a repeat, or it was refused with a code; refused uploads go to the dead-letter queue (--dead-letter-queue, or the queue's redrive policy) with their key, code and message. Transient failures (store or bucket unreachable) leave the message on the queue, to come back after a backoff. A message held longer than half the visibility timeout has it extended; a worker killed with -9 loses nothing.
 
-        SIGTERM/SIGINT: stop receiving, finish jobs in flight within --drain-timeout, release the rest (visible again at once), exit 0. Start-up checks (credentials, the queue, the bucket, the store) fail with exit 2.
+        SIGTERM/SIGINT: stop receiving, finish jobs in flight within --drain-timeout, release the rest (visible again at once), exit 0. Start-up checks (credentials, the queue, the bucket, the store) fail with exit 2. When the --metrics-file's directory does not exist (no node_exporter on the host), consume warns once and runs without the metrics file. --listen serves GET /healthz (200 while the receive loop turns, 503 once it is stuck past the watchdog interval), /readyz (200 once the start-up checks passed, 503 while draining) and /metrics (the metrics file's contents, in Prometheus' text format).
 
         A Pub/Sub subscription (gcppubsub://projects/P/subscriptions/S) carries Cloud Storage's notifications instead: OBJECT_FINALIZE is an upload, other events are acknowledged with one log line; the ack deadline is the lease (--visibility-timeout, else the subscription's), and refusals go to --dead-letter-topic (else the subscription's dead-letter policy's topic). Google credentials: PUBSUB_EMULATOR_HOST, GOOGLE_APPLICATION_CREDENTIALS, else the metadata server (docs/google.md); without an HMAC key in AWS_*, the buckets (Cloud Storage's XML API) are reached with the same credentials as bearer tokens. Each upload is read at the generation its notification names and checked against its size and MD5; a generation already replaced or deleted is acknowledged as superseded.
 
-        Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL, then the config file's s3 and sqs sections (keys only from the environment). Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE…). See docs/fleet.md.
+        Credentials, region and endpoints come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL, then the config file's s3 and sqs sections (keys only from the environment). Every option can also be set as SNAPTHUMB_<NAME> (SNAPTHUMB_SOURCE, SNAPTHUMB_DEAD_LETTER_QUEUE, SNAPTHUMB_LISTEN…) or in the --config file's "consume" object ("deadLetterQueue", "listen"…); flags win over the environment, which wins over the file. See docs/fleet.md.
         """
     )
 
@@ -52,17 +52,8 @@ struct ConsumeCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Per-image time limit; slower images are refused as 'timeout'. [default: 10s]", valueName: "duration"))
     var imageTimeout: String?
 
-    @Option(name: .long, help: ArgumentHelp("On SIGTERM, how long in-flight images may finish before their messages are released. [default: 25s]", valueName: "duration"))
-    var drainTimeout: String?
-
-    @Option(name: .long, help: ArgumentHelp("This worker's name in logs and dead letters. [default: <host>.<pid>]", valueName: "id"))
-    var workerID: String?
-
-    @Option(name: .long, help: ArgumentHelp("Write Prometheus metrics to this .prom file (node_exporter textfile collector).", valueName: "file"))
-    var metricsFile: String?
-
-    @Option(name: .long, help: ArgumentHelp("How often the metrics file is rewritten. [default: 5s]", valueName: "duration"))
-    var metricsInterval: String?
+    @OptionGroup(title: "Daemon")
+    var daemon: DaemonOptions
 
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
@@ -86,25 +77,31 @@ struct ConsumeCommand: AsyncParsableCommand {
         var workerID: String?
         var metricsFile: String?
         var metricsInterval = 5.0
+        var listen: ListenAddress?
     }
 
     func resolve(_ base: ConfigLayers) throws -> Resolved {
         var layers = base
         for (name, value) in [("source", source), ("jobs", jobs), ("dead-letter-queue", deadLetterQueue), ("dead-letter-topic", deadLetterTopic), ("visibility-timeout", visibilityTimeout),
-                              ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("worker-id", workerID),
-                              ("metrics-file", metricsFile), ("metrics-interval", metricsInterval)] {
+                              ("image-timeout", imageTimeout)] + daemon.given {
             if let value { layers.flags[name] = value }
         }
         var r = Resolved()
+        /// `--flag`, then `SNAPTHUMB_FLAG`, then the config file's `consume` object (`flagName`).
+        func lookup(_ flag: String) -> (String, SettingSource)? {
+            let parts = flag.split(separator: "-")
+            let json = String(parts[0]) + parts.dropFirst().map { $0.capitalized }.joined()
+            return layers.lookup(flag, file: [("consume", json)]).map { ($0.text, $0.source) }
+        }
         func duration(_ flag: String, allowZero: Bool = false) throws -> Double? {
-            guard let (text, source) = layers.lookup(flag) else { return nil }
+            guard let (text, source) = lookup(flag) else { return nil }
             guard let seconds = parseDuration(text), seconds > 0 || allowZero && seconds == 0 else {
                 throw SnapError(.config, "\(source) must be a positive duration such as 500ms, 10s, 5m or 2h (got '\(text)')")
             }
             return seconds
         }
         do {
-            guard let (source, origin) = layers.lookup("source"), !source.isEmpty else {
+            guard let (source, origin) = lookup("source"), !source.isEmpty else {
                 throw SnapError(.config, "no source given: pass --source s3://BUCKET/PREFIX (or set SNAPTHUMB_SOURCE)")
             }
             guard (try? S3Configuration.parseURL(source)) != nil else {
@@ -112,9 +109,9 @@ struct ConsumeCommand: AsyncParsableCommand {
             }
             r.source = source
             r.store = try StoreOption.resolve(store, base)
-            if let (text, source) = layers.lookup("jobs") { r.jobs = try parseCount(text, minimum: 1, source: source) }
-            if let (text, _) = layers.lookup("dead-letter-queue"), !text.isEmpty { r.deadLetterQueue = text }
-            if let (text, source) = layers.lookup("dead-letter-topic"), !text.isEmpty {
+            if let (text, source) = lookup("jobs") { r.jobs = try parseCount(text, minimum: 1, source: source) }
+            if let (text, _) = lookup("dead-letter-queue"), !text.isEmpty { r.deadLetterQueue = text }
+            if let (text, source) = lookup("dead-letter-topic"), !text.isEmpty {
                 do { r.deadLetterTopic = try PubSubTopic(name: text) } catch {
                     throw SnapError(.config, "\(source) must be a Pub/Sub topic, projects/PROJECT/topics/NAME (got '\(text)')")
                 }
@@ -122,14 +119,14 @@ struct ConsumeCommand: AsyncParsableCommand {
             r.visibilityTimeout = try duration("visibility-timeout")
             r.imageTimeout = try duration("image-timeout") ?? r.imageTimeout
             r.drainTimeout = try duration("drain-timeout", allowZero: true) ?? r.drainTimeout
-            if let (text, _) = layers.lookup("worker-id"), !text.isEmpty { r.workerID = text }
-            if let (text, _) = layers.lookup("metrics-file"), !text.isEmpty {
-                let directory = (text as NSString).deletingLastPathComponent
-                var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: directory.isEmpty ? "." : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    throw SnapError(.config, "--metrics-file: the directory \(directory) does not exist")
+            if let (text, _) = lookup("worker-id"), !text.isEmpty { r.workerID = text }
+            // A missing directory is warned about at start (DaemonRuntime), as watch does.
+            if let (text, _) = lookup("metrics-file"), !text.isEmpty { r.metricsFile = text }
+            if let (text, source) = lookup("listen"), !text.isEmpty {
+                switch ListenAddress.parse(text) {
+                case .success(let address): r.listen = address
+                case .failure(let error): throw SnapError(.config, "\(source) \(error.description)")
                 }
-                r.metricsFile = text
             }
             r.metricsInterval = try duration("metrics-interval") ?? r.metricsInterval
         } catch let error as SnapError { throw ValidationError(error.message) }
@@ -150,9 +147,10 @@ struct ConsumeCommand: AsyncParsableCommand {
         let pipeline = try pipelineOptions.pipeline()
         try logging.bootstrap(file: layers.file)
         let logger = Logger(label: "snapthumb.consume")
+        let runtime = try await DaemonRuntime.start(command: "consume", listen: options.listen, metricsFile: options.metricsFile,
+                                                    environment: layers.environment, logger: logger)
         let cloud: CloudSettings
         do { cloud = try CloudSettings.resolve(layers) } catch { throw startupFailure("the cloud settings", error) }
-        let environment = layers.environment
 
         // Start-up checks, in the order a person would fix them: the queue (and its
         // credentials), the bucket the uploads are read from, the store.
@@ -207,15 +205,14 @@ struct ConsumeCommand: AsyncParsableCommand {
         var config = ConsumeConfiguration(jobs: options.jobs, workerID: identity.id)
         config.drainTimeout = options.drainTimeout
         config.imageTimeout = options.imageTimeout
-        config.metricsFile = options.metricsFile
+        config.metricsFile = runtime.metricsFile
         config.metricsInterval = options.metricsInterval
         let arguments = try WorkerCommandLine.arguments(settings: pipeline.settings, store: store, reader: sources, jobs: options.jobs, isolated: true)
         let service = ConsumeService(config: config, queue: queue, deadLetters: deadLetters,
-                                     scope: scope, decode: decode, workerExecutable: selfExecutable, workerArguments: arguments, logger: logger,
-                                     notifier: ServiceNotifier(environment: environment))
-        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                                     scope: scope, decode: decode, workerExecutable: selfExecutable, workerArguments: arguments,
+                                     registry: runtime.registry, logger: logger, notifier: runtime.notifier)
         do {
-            try await group.run()
+            try await runtime.run(service, logger: logger)
         } catch {
             printError("consume: \(describe(error))")
             throw ExitCode(1)

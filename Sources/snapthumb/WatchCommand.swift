@@ -15,7 +15,7 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
         Uploads arrive in <upload-dir>/incoming/ (write elsewhere or to a dot-file, then rename in; files written in place are taken once stable for --settle). Each is claimed by an atomic rename into processing/<worker-id>/, so several workers can share one directory. After its manifest is published the source moves to done/ (or is deleted: --after-success delete); a permanent failure moves to failed/ with <name>.error.json; transient failures (I/O, store full or read-only) go back to incoming/ and are retried with backoff.
 
-        The upload directory must exist (exit 2 otherwise) unless --create is given. When the --metrics-file's directory does not exist (no node_exporter on the host), watch warns once and runs without the metrics file. A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
+        The upload directory must exist (exit 2 otherwise) unless --create is given. When the --metrics-file's directory does not exist (no node_exporter on the host), watch warns once and runs without the metrics file. --listen serves GET /healthz (200 while the worker loop turns, 503 once it is stuck past the watchdog interval), /readyz (200 once crash recovery is done and claiming started, 503 while draining) and /metrics (the metrics file's contents, in Prometheus' text format). A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
 
         SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
 
@@ -31,9 +31,6 @@ struct WatchCommand: AsyncParsableCommand {
 
     @Option(name: [.customShort("j"), .long], parsing: .unconditional, help: ArgumentHelp("Images processed at once. [default: number of cores]", valueName: "n"))
     var jobs: String?
-
-    @Option(name: .long, help: ArgumentHelp("This worker's name in processing/. [default: <host>.<pid>]", valueName: "id"))
-    var workerID: String?
 
     @Flag(name: .long, help: "Create the upload directory if it does not exist (without it, a missing one is an error).")
     var create = false
@@ -53,9 +50,6 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Per-image time limit; slower images are quarantined as 'timeout'. [default: 10s]", valueName: "duration"))
     var imageTimeout: String?
 
-    @Option(name: .long, help: ArgumentHelp("On SIGTERM, how long in-flight images may finish. [default: 25s]", valueName: "duration"))
-    var drainTimeout: String?
-
     @Option(name: .long, help: ArgumentHelp("Claims of a worker on another host return to incoming/ when its lease is this old. [default: 60s]", valueName: "duration"))
     var leaseTimeout: String?
 
@@ -68,14 +62,11 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How long done/ keeps sources; 0 keeps them forever. [default: 7d]", valueName: "duration"))
     var doneRetention: String?
 
-    @Option(name: .long, help: ArgumentHelp("Write Prometheus metrics to this .prom file (node_exporter textfile collector).", valueName: "file"))
-    var metricsFile: String?
-
-    @Option(name: .long, help: ArgumentHelp("How often the metrics file is rewritten. [default: 5s]", valueName: "duration"))
-    var metricsInterval: String?
-
     @Option(name: .long, help: ArgumentHelp("Upload names held in memory at once, whatever the backlog. [default: 4096]", valueName: "n"))
     var queueCapacity: String?
+
+    @OptionGroup(title: "Daemon")
+    var daemon: DaemonOptions
 
     @OptionGroup(title: "Logging")
     var logging: LoggingOptions
@@ -90,13 +81,13 @@ struct WatchCommand: AsyncParsableCommand {
     func watchConfiguration() throws -> WatchConfiguration {
         var flags: [String: String] = [:]
         let given: [(String, String?)] = [
-            ("store", store), ("jobs", jobs), ("worker-id", workerID), ("create", create ? "true" : nil), ("poll", poll ? "true" : nil),
+            ("store", store), ("jobs", jobs), ("create", create ? "true" : nil), ("poll", poll ? "true" : nil),
             ("poll-interval", pollInterval), ("settle", settle), ("rescan-interval", rescanInterval),
-            ("image-timeout", imageTimeout), ("drain-timeout", drainTimeout), ("lease-timeout", leaseTimeout),
+            ("image-timeout", imageTimeout), ("lease-timeout", leaseTimeout),
             ("max-attempts", maxAttempts), ("after-success", afterSuccess), ("done-retention", doneRetention),
-            ("metrics-file", metricsFile), ("metrics-interval", metricsInterval), ("log-level", logging.levelFlag), ("log-format", logging.logFormat),
+            ("log-level", logging.levelFlag), ("log-format", logging.logFormat),
             ("queue-capacity", queueCapacity),
-        ]
+        ] + daemon.given
         for case let (name, value?) in given { flags[name] = value }
         let config = try Self.configuration(uploadDirectory: uploadDirectory, flags: flags, layers: try pipelineOptions.layers())
         do { try config.checkPaths() } catch let error as WatchConfigError { throw ValidationError(error.description) }
@@ -126,23 +117,19 @@ struct WatchCommand: AsyncParsableCommand {
 
         Console.configure(format: config.logFormat, level: config.logLevel)
         let logger = Logger(label: "snapthumb.watch")
-        if let missing = config.metricsDirectoryMissing {
-            logger.warning("no metrics file", metadata: ["snap.why": "\(missing)", "snap.file": "\(config.metricsFile ?? "")"])
-            config.metricsFile = nil
-        }
-        let registry = WatchService.bootstrapMetrics()
+        let runtime = try await DaemonRuntime.start(command: "watch", listen: config.listen, metricsFile: config.metricsFile,
+                                                    environment: ProcessEnvironment.values, logger: logger)
+        config.metricsFile = runtime.metricsFile
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
         let layers = try pipelineOptions.layers()
         let store = try StoreArgument.open(config.store, cloud: try StoreArgument.cloud(layers), onConflict: pipeline.settings.onConflict,
                                            allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: logger)
         // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
         try StoreArgument.proveConditionalWrites(store, logger: logger)
-        let service = WatchService(config: config, pipeline: pipeline, registry: registry, logger: logger, store: store,
-                                   notifier: ServiceNotifier(environment: ProcessEnvironment.values))
-        let group = ServiceGroup(configuration: .init(
-            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let service = WatchService(config: config, pipeline: pipeline, registry: runtime.registry, logger: logger, store: store,
+                                   notifier: runtime.notifier)
         do {
-            try await group.run()
+            try await runtime.run(service, logger: logger)
         } catch let error as WatchConfigError {
             printError("watch: \(error.description)")
             throw ExitCode(1)

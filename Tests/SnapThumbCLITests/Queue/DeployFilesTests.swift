@@ -59,14 +59,14 @@ struct DeployFilesTests {
         #expect(Set(lines.map { $0.arguments.first ?? "" }) == ["consume", "backfill", "version"], "\(lines)")
         let configMap = try String(contentsOfFile: "\(Self.deploy)/kubernetes/consume.yaml", encoding: .utf8)
         for line in lines where line.file.hasPrefix("kubernetes/") {
-            // The shared ConfigMap (consume.yaml's), or the file's own (the GKE variant's).
+            // Each file stands alone: the variables come from its own ConfigMap.
             let own = try String(contentsOfFile: "\(Self.deploy)/\(line.file)", encoding: .utf8)
             for argument in line.arguments {
                 var rest = Substring(argument)
                 while let start = rest.range(of: "$("), let end = rest.range(of: ")", range: start.upperBound..<rest.endIndex) {
                     let name = String(rest[start.upperBound..<end.lowerBound])
-                    #expect(name == "JOB_COMPLETION_INDEX" || configMap.contains("\n  \(name): ") || own.contains("\n  \(name): "),
-                            "\(line.file) uses $(\(name)), which no ConfigMap defines")
+                    #expect(name == "JOB_COMPLETION_INDEX" || own.contains("\n  \(name): "),
+                            "\(line.file) uses $(\(name)), which its own ConfigMap does not define")
                     rest = rest[end.upperBound...]
                 }
             }
@@ -77,10 +77,12 @@ struct DeployFilesTests {
         // The GKE variant: Workload Identity, KEDA on the subscription's backlog with the pod's identity.
         let gke = try String(contentsOfFile: "\(Self.deploy)/kubernetes/consume-gke.yaml", encoding: .utf8)
         for needed in ["iam.gke.io/gcp-service-account: ", "type: gcp-pubsub", "mode: SubscriptionSize", "value: \"", "provider: gcp",
-                       "subscriptionName: projects/", "SUBSCRIPTION_URL: gcppubsub://projects/"] {
+                       "subscriptionNameFromEnv: SUBSCRIPTION_NAME", "SUBSCRIPTION_NAME: projects/", "\"gcppubsub://$(SUBSCRIPTION_NAME)\""] {
             #expect(gke.contains(needed), "consume-gke.yaml lacks \(needed)")
         }
         #expect(lines.filter { $0.file == "kubernetes/consume-gke.yaml" }.map { $0.arguments.first } == ["consume"])
+        // The Job stands alone, on AWS and on GKE.
+        #expect(lines.filter { $0.arguments.first == "backfill" }.map(\.file) == ["kubernetes/backfill-job-gke.yaml", "kubernetes/backfill-job.yaml"])
     }
 
     @Test("every command line runs: the image's smoke test, the sharded backfill's 4 pods (each key once), the consume Deployment (drains the queue, SIGTERM exits 0)")
@@ -104,11 +106,23 @@ struct DeployFilesTests {
             #expect(result.status == 0, "\(line): \(result.stderr)")
         }
 
-        // The Indexed Job: every index, as Kubernetes would run them; together they publish every key once.
+        // Each Indexed Job (AWS, GKE): every index, as Kubernetes would run them; together they
+        // publish every key once (each into a store of its own; the consume run below uses the AWS one).
         let backfills = lines.filter { $0.arguments.first == "backfill" }
-        #expect(backfills.count == 1)
+        #expect(backfills.count == 2)
+        for line in backfills where line.file != "kubernetes/backfill-job.yaml" {
+            let (_, own) = try Moto.withBucket()
+            var values = values
+            values["STORE_URL"] = "s3://\(own)/v1"
+            for index in 0..<4 {
+                values["JOB_COMPLETION_INDEX"] = "\(index)"
+                let result = try CloudCLI.run(try Self.substitute(line.arguments, values), environment: env)
+                #expect(result.status == 0, "\(line) [index \(index)]: \(result.stderr)")
+            }
+            #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: own, prefix: "v1/")) == Set(keys), "\(line)")
+        }
         var processed = 0
-        for line in backfills {
+        for line in backfills where line.file == "kubernetes/backfill-job.yaml" {
             for index in 0..<4 {
                 values["JOB_COMPLETION_INDEX"] = "\(index)"
                 let result = try CloudCLI.run(try Self.substitute(line.arguments, values), environment: env)
@@ -128,12 +142,22 @@ struct DeployFilesTests {
         let consumes = lines.filter { $0.arguments.first == "consume" && $0.file != "kubernetes/consume-gke.yaml" }
         #expect(consumes.count == 1)
         for line in consumes {
-            let daemon = try Daemon(try Self.substitute(line.arguments, values), environment: env)
+            // The ConfigMap's SNAPTHUMB_LISTEN, on a free loopback port; then the Deployment's probes, as the kubelet sends them.
+            let text = try String(contentsOfFile: "\(Self.deploy)/\(line.file)", encoding: .utf8)
+            #expect(text.contains("\n  SNAPTHUMB_LISTEN: 0.0.0.0:9090\n") && text.contains("{name: http, containerPort: 9090}"))
+            let probes = text.matches(of: /httpGet: \{path: (\S+), port: http\}/).map { String($0.1) }
+            #expect(Set(probes) == ["/healthz", "/readyz"], "\(probes)")
+            let daemon = try Daemon(try Self.substitute(line.arguments, values), environment: env.merging(["SNAPTHUMB_LISTEN": "127.0.0.1:0"]) { $1 })
             let drained = try eventually(within: 60, every: 0.5) {
                 let (visible, hidden) = try moto.depth(queue)
                 return visible == 0 && hidden == 0 && daemon.log.components(separatedBy: "\"snap.result\":\"repeat\"").count - 1 == keys.count
             }
             #expect(drained, "\(line): \(daemon.log)")
+            let address = try #require(ListenTests.address(in: daemon.log), "\(daemon.log)")
+            for path in probes { #expect(try ListenTests.get(address, path).status == 200, "\(path)") }
+            let scrape = text.firstMatch(of: /prometheus\.io\/path: (\S+)/).map { String($0.1) }
+            let metrics = try ListenTests.get(address, "/metrics").body
+            #expect(scrape == "/metrics" && metrics.contains("snapthumb_consume_messages_received_total"), "\(metrics)")
             #expect(daemon.terminate() == 0, "\(daemon.log)")
         }
     }
@@ -147,7 +171,7 @@ struct DeployFilesTests {
         var values = ["SOURCE_URL": "s3://\(uploads)/snaps/", "STORE_URL": "s3://\(thumbs)/v1"]
         guard PubSubEmulatorProcess.installed else {
             // No emulator: a queue that cannot be reached is a start-up failure (exit 2) after every argument was accepted.
-            values["SUBSCRIPTION_URL"] = "gcppubsub://projects/proj-x/subscriptions/snapthumb"
+            values["SUBSCRIPTION_NAME"] = "projects/proj-x/subscriptions/snapthumb"
             values["DEAD_LETTER_TOPIC"] = "projects/proj-x/topics/snapthumb-dead-letters"
             let result = try CloudCLI.run(try Self.substitute(line.arguments, values),
                                      environment: moto.environment().merging(["PUBSUB_EMULATOR_HOST": "127.0.0.1:9"]) { $1 })
@@ -157,7 +181,7 @@ struct DeployFilesTests {
         let emulator = try PubSubEmulatorProcess.shared.get()
         let pubsub = try emulator.client()
         let project = try PubSubConsumeTests.Project(pubsub)
-        values["SUBSCRIPTION_URL"] = project.subscription.url
+        values["SUBSCRIPTION_NAME"] = project.subscription.name
         values["DEAD_LETTER_TOPIC"] = project.dlq.name
         let client = try moto.client(bucket: uploads)
         let keys = ["a.jpg", "b c.jpg", "d+e/f.png"]

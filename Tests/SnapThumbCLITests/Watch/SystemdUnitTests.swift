@@ -89,7 +89,7 @@ struct SystemdUnitTests {
         let result = try Self.run("/bin/bash", [Self.root + "/Scripts/install.sh", "--binary", WatchHarness.binary, "--destdir", staging])
         #expect(result.status == 0, "\(result.output)")
         for path in ["/usr/local/bin/snapthumb", "/usr/local/share/snapthumb/manifest.v1.schema.json",
-                     "/etc/systemd/system/snapthumb-watch@.service", "/etc/snapthumb/snapthumb.json",
+                     "/etc/systemd/system/snapthumb-watch@.service", "/etc/systemd/system/snapthumb-consume@.service", "/etc/snapthumb/snapthumb.json",
                      "/usr/local/share/doc/snapthumb/watch.md", "/usr/local/share/doc/snapthumb/README.md"] {
             #expect(FileManager.default.fileExists(atPath: staging + path), "\(path)")
         }
@@ -98,6 +98,13 @@ struct SystemdUnitTests {
         #expect(manual.contains(".Dt SNAPTHUMB 1"))
         for word in ["Em process", "Em backfill", "Em verify", "Em watch", "Em ls", "Em get", "Em gc", "-grace", "-dry-run", "-variant"] {
             #expect(manual.contains(word), "\(word)")
+        }
+        // Issue 40: every character outside ASCII as a roff escape, so that man shows "100×100", not "100100".
+        #expect(manual.utf8.allSatisfy { $0 < 0x80 }, "raw UTF-8 in the man page")
+        #expect(manual.contains("\\[u00D7]"), "the × of 100×100")
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/man") {
+            let shown = try Self.run("/usr/bin/env", ["LC_ALL=C.UTF-8", "MANWIDTH=200", "/usr/bin/man", "-l", staging + "/usr/local/share/man/man1/snapthumb.1"])
+            #expect(shown.output.contains("100×100"), "\(shown.output.prefix(2000))")
         }
         // Completions complete values, not only flag names.
         let bash = try String(contentsOfFile: staging + "/usr/local/share/bash-completion/completions/snapthumb", encoding: .utf8)
