@@ -222,6 +222,8 @@ import SnapThumbCore
         let names = ["a.jpg", "a.jpg.error.json", ".lease", ".tmp-\(dead)-1-a.jpg", ".tmp-\(dead)-2-a.jpg.error.json"]
         let canaries = try Canaries(in: h.root, names: names)
         let w = try h.start(["--jobs", "2", "--max-attempts", "1000"])
+        // Swaps start once it runs (a symlink seen at start is refused with exit 2: another test).
+        eventually("watch is running") { w.logText.contains("watching") }
         var dropped: [String] = []
         for i in 0..<24 {
             let name = i % 6 == 5 ? "bad-\(i).jpg" : "u-\(i).jpg"
