@@ -85,23 +85,6 @@ snap_die_with_parent(void)
 }
 
 int
-snap_rename_noreplace(const char *from, const char *to)
-{
-#ifdef SYS_renameat2
-	if (syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -1;
-#endif
-	struct stat st;
-	if (lstat(to, &st) == 0) {
-		errno = EEXIST;
-		return -1;
-	}
-	return rename(from, to);
-}
-
-int
 snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *to)
 {
 #ifdef SYS_renameat2
@@ -116,6 +99,12 @@ snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *
 		return -1;
 	}
 	return renameat(from_dir, from, to_dir, to);
+}
+
+int
+snap_rename_noreplace(const char *from, const char *to)
+{
+	return snap_renameat_noreplace(AT_FDCWD, from, AT_FDCWD, to);
 }
 
 int

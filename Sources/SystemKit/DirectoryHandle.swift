@@ -55,7 +55,19 @@ public final class DirectoryHandle: Sendable {
 
     /// What a directory entry is and whose, as `fstatat(…, AT_SYMLINK_NOFOLLOW)` says.
     public struct Entry: Sendable, Equatable {
-        public enum Kind: Sendable, Equatable { case regular, directory, symbolicLink, other }
+        public enum Kind: Sendable, Equatable {
+            case regular, directory, symbolicLink, other
+
+            /// The kind `st_mode` says.
+            init(mode: mode_t) {
+                switch mode & S_IFMT {
+                case S_IFREG: self = .regular
+                case S_IFDIR: self = .directory
+                case S_IFLNK: self = .symbolicLink
+                default: self = .other
+                }
+            }
+        }
         public var kind: Kind
         public var size: Int
         public var owner: UInt32
@@ -68,13 +80,7 @@ public final class DirectoryHandle: Sendable {
     }
 
     private static func entry(_ st: stat) -> Entry {
-        let kind: Entry.Kind
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
-        case S_IFLNK: kind = .symbolicLink
-        default: kind = .other
-        }
+        let kind = Entry.Kind(mode: st.st_mode)
         return Entry(kind: kind, size: Int(st.st_size), owner: st.st_uid, device: UInt64(st.st_dev), inode: UInt64(st.st_ino),
                      mtime: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9,
                      ctime: Double(st.st_ctim.tv_sec) + Double(st.st_ctim.tv_nsec) / 1e9)

@@ -162,7 +162,7 @@ public enum POSIX {
 
     /// What `lstat(2)` says of a byte-exact path, or nil if it fails.
     public struct Status: Sendable {
-        public enum Kind: Sendable { case regular, directory, symbolicLink, other }
+        public typealias Kind = DirectoryHandle.Entry.Kind
         public let kind: Kind
         public let size: Int
     }
@@ -170,13 +170,7 @@ public enum POSIX {
     public static func status(_ path: [UInt8]) -> Status? {
         var st = stat()
         guard withCPath(path, { lstat($0, &st) }) == 0 else { return nil }
-        let kind: Status.Kind
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
-        case S_IFLNK: kind = .symbolicLink
-        default: kind = .other
-        }
+        let kind = Status.Kind(mode: st.st_mode)
         return Status(kind: kind, size: Int(st.st_size))
     }
 
