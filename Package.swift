@@ -223,10 +223,11 @@ let package = Package(
             name: "SnapThumbGoogleTests",
             dependencies: ["SnapThumbGoogle", "SnapThumbConfig", "HTTPKit", "SnapThumbCore", "SnapThumbTesting", "SystemKit", .product(name: "Logging", package: "swift-log")]
         ),
-        // The watch daemon's configuration, backoff and liveness.
+        // The watch daemon's configuration, backoff and liveness; its claims, quarantine and folder checks through their API.
         .testTarget(
             name: "SnapThumbWatchTests",
-            dependencies: ["SnapThumbWatch", "SnapThumbRunner", "SnapThumbConfig", "SystemKit", "VipsKit"]
+            dependencies: ["SnapThumbWatch", "SnapThumbRunner", "SnapThumbConfig", "SnapThumbStore", "SnapThumbCore", "SystemKit", "VipsKit",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // The command line end to end: the one test target that links the executable
         // (the dependency makes `swift test` build it) and runs it: `snapthumb` against moto,
