@@ -17,6 +17,9 @@ let libexifVersion: String = {
     return "unknown"
 }()
 
+/// The package's folder: CFaceShim builds the face model's bytes into the binary from it.
+let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+
 let package = Package(
     name: "SnapThumb",
     platforms: [.macOS(.v15)],
@@ -54,6 +57,16 @@ let package = Package(
         ),
         // OpenSSL's digests and RS256, and the Linux calls Swift's Glibc lacks.
         .target(name: "CSystemShim", linkerSettings: [.linkedLibrary("crypto")]),
+        // The face detector (YuNet over OpenCV's dnn, issue 38): C++ behind a small C API, apart
+        // from CSnapShim so that nothing else links OpenCV. Only the three OpenCV libraries it
+        // needs; the model (model/, MIT) is built into the binary with .incbin.
+        .target(
+            name: "CFaceShim",
+            exclude: ["model"],
+            cxxSettings: [.define("SNAP_FACE_MODEL", to: "\"\(packageDirectory)/Sources/CFaceShim/model/face_detection_yunet.onnx\""),
+                          .unsafeFlags(["-I/usr/include/opencv4"])],
+            linkerSettings: [.linkedLibrary("opencv_dnn"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core")]
+        ),
         // ---- Layer 0: the only modules with unsafe C interop. Nothing above them sees a pointer.
         // The image libraries (libvips, libexif, libjpeg, libimagequant, zlib).
         .target(name: "VipsKit", dependencies: ["CSnapShim", "SystemKit"]),
@@ -65,6 +78,8 @@ let package = Package(
         // SQS and Google alike.
         .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "HTTPKit", dependencies: ["CHTTPShim"]),
+        // Faces in packed RGB (YuNet through CFaceShim): the detector's one Swift owner.
+        .target(name: "FaceKit", dependencies: ["CFaceShim"]),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
         .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),
@@ -72,7 +87,7 @@ let package = Package(
         // store, runner, watch, bucket, verifier or bench.
         .target(
             name: "SnapThumbCore",
-            dependencies: ["PixelKit", "VipsKit", "SystemKit"]
+            dependencies: ["PixelKit", "FaceKit", "VipsKit", "SystemKit"]
         ),
         // ---- Layer 2: the store (StoreBackend, the directory store, the one commit
         // path, `StoreLocation`); the bucket store plugs in as a `StoreScheme`.
@@ -236,5 +251,6 @@ let package = Package(
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
         ),
-    ]
+    ],
+    cxxLanguageStandard: .cxx17
 )

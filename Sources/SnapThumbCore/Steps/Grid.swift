@@ -7,11 +7,22 @@ extension PipelineStep {
         let grid = snap.settings.pixel.grid, side = snap.settings.square.size
         let source = 4 * grid == side
             ? snap.square
-            : try squarePixels(try snap.required(snap.image, "the upright image"), side: 4 * grid, crop: snap.settings.square.crop, onImage: snap.onImage)
-        if let lift = DrawnGrid.Lift.of(snap.settings.pixel.style) {
+            : try squarePixels(snap, side: 4 * grid)
+        if let lift = snap.settings.pixel.style.lift {
             snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift)
         } else {
             snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
+        }
+    }
+}
+
+extension Settings.PixelStyle {
+    /// The lift of the style's grid (`DrawnGrid`); nil for `soft` (block means, no lift).
+    var lift: DrawnGrid.Lift? {
+        switch self {
+        case .soft: return nil
+        case .drawn: return .drawn
+        case .retro: return .retro
         }
     }
 }

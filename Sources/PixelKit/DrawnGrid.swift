@@ -9,37 +9,39 @@ import VipsKit
 /// colour neither side has, and 625 such cells make the "muddy mosaic". Splitting the cell's
 /// pixels in two by 2-means and keeping the larger group keeps edges crisp, and in a flat
 /// cell it is the mean.
-enum DrawnGrid {
+public enum DrawnGrid {
     /// How much a style lifts the picture. Chosen on the corpus photos against the box
     /// average of the same square (docs/pixel-art.md): each lift alone was too weak or
     /// drifted too far, together they meet every target with drift under 0.06.
-    struct Lift: Sendable, Equatable {
+    public struct Lift: Sendable, Equatable {
         /// Lightness is stretched about its mean by this factor (global contrast).
-        var lightness: Double
+        public var lightness: Double
         /// Lightness minus its 3×3 neighbourhood mean is added back times this (local contrast).
-        var local: Double
+        public var local: Double
         /// a and b are scaled by this (chroma; hue is kept), then pulled into sRGB's gamut.
-        var chroma: Double
+        public var chroma: Double
         /// A cell this much darker (ΔL) than its lightest 4-neighbour is darkened to
         /// `outlineDarken` of its lightness: the dark outline; nil for none.
-        var outline: Double?
-        var outlineDarken: Double = 0.8
+        public var outline: Double?
+        public var outlineDarken: Double = 0.8
 
-        /// The lift of a style; nil for `soft` (block means, no lift).
-        static func of(_ style: Settings.PixelStyle) -> Lift? {
-            switch style {
-            case .soft: return nil
-            case .drawn: return Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
-            case .retro: return Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
-            }
+
+        public init(lightness: Double, local: Double, chroma: Double, outline: Double?, outlineDarken: Double = 0.8) {
+            self.lightness = lightness; self.local = local; self.chroma = chroma
+            self.outline = outline; self.outlineDarken = outlineDarken
         }
+
+        /// The `drawn` style's lift.
+        public static let drawn = Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
+        /// The `retro` style's, stronger: its fixed palette's colours are all vivid.
+        public static let retro = Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
     }
 
     /// `rgb` is packed sRGB, `side` × `side`; returns packed sRGB, (side / factor)² cells.
     /// The OKLab colours of the pixels and each cell's `representative` are computed in C
     /// (`OKLabKernels`: the same arithmetic in the same order, bit for bit; the tests hold
     /// the Swift loops this replaced and compare): they were most of the drawn style's cost.
-    static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift) -> [UInt8] {
+    public static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift) -> [UInt8] {
         let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
         let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
         return OKLab.rgb(shaped(grid, side: side / factor, lift: lift))
@@ -48,7 +50,7 @@ enum DrawnGrid {
     /// The mean of the larger of two 2-means groups of `pixels` (the one nearer the mean on a
     /// tie); the plain mean when the pixels are all close (a flat cell). The definition:
     /// `cells` runs the same arithmetic in C (`snap_drawn_cells`), tested to agree.
-    static func representative(_ pixels: [OKLab]) -> OKLab {
+    public static func representative(_ pixels: [OKLab]) -> OKLab {
         let mean = pixels.reduce(.zero, +) / Double(pixels.count)
         // Seeds: the darkest and the lightest pixel (first of equals: deterministic).
         var dark = pixels[0], light = pixels[0]
@@ -79,7 +81,7 @@ enum DrawnGrid {
     }
 
     /// Global and local lightness contrast, chroma, the optional outline, then the gamut.
-    static func shaped(_ grid: [OKLab], side n: Int, lift: Lift) -> [OKLab] {
+    public static func shaped(_ grid: [OKLab], side n: Int, lift: Lift) -> [OKLab] {
         let lightness = liftedLightness(grid, side: n, lift: lift)
         // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
         var lifted = [Double](repeating: 0, count: 3 * grid.count)
@@ -95,7 +97,7 @@ enum DrawnGrid {
     }
 
     /// Each cell's lightness after the global stretch, the local contrast and the outline.
-    static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift) -> [Double] {
+    public static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift) -> [Double] {
         let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
         let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
         func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
