@@ -34,10 +34,10 @@ public enum FaceDetector {
     /// The short side of the copy the network looks at. At 96 px a snap's detection costs
     /// about a millisecond of CPU (docs/pixel-art.md: Faces); faces from about a tenth of
     /// the short side up are found.
-    public static let defaultInputShort = 96
+    public static let defaultInputShort = 128
     /// Boxes scoring below this are not faces: on the corpus photos without people 0.75 gave
     /// no false face (docs/pixel-art.md: Faces).
-    public static let defaultMinScore = 0.75
+    public static let defaultMinScore = 0.6
 
     /// Faces in packed 8-bit RGB, best first (at most `limit`).
     public static func detect(rgb: [UInt8], width: Int, height: Int, inputShort: Int = defaultInputShort,

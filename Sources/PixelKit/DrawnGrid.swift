@@ -37,20 +37,59 @@ public enum DrawnGrid {
         public static let retro = Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
     }
 
+    /// A cell this much darker (ΔL) than each of its 8 neighbours is a speckle, not a shape.
+    public static let isolatedDark = 0.08
+
     /// `rgb` is packed sRGB, `side` × `side`; returns packed sRGB, (side / factor)² cells.
     /// The OKLab colours of the pixels and each cell's `representative` are computed in C
     /// (`OKLabKernels`: the same arithmetic in the same order, bit for bit; the tests hold
     /// the Swift loops this replaced and compare): they were most of the drawn style's cost.
-    public static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift) -> [UInt8] {
+    ///
+    /// `faces` are face boxes in cell units (x0, y0, x1, y1; issue 38): the cells whose centre
+    /// lies in one take the lighter of their two groups (skin, not hair or shadow), and are
+    /// never darkened by the local contrast or the outline.
+    public static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift, faces: [FaceCells] = []) -> [UInt8] {
         let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
-        let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
-        return OKLab.rgb(shaped(grid, side: side / factor, lift: lift))
+        var grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
+        let n = side / factor
+        let inFace = FaceCells.mask(faces, side: n)
+        for i in inFace.indices where inFace[i] {
+            let (cx, cy) = (i % n, i / n)
+            var pixels: [OKLab] = []
+            pixels.reserveCapacity(factor * factor)
+            for y in (cy * factor)..<((cy + 1) * factor) {
+                for x in (cx * factor)..<((cx + 1) * factor) {
+                    let p = 3 * (y * side + x)
+                    pixels.append(OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2]))
+                }
+            }
+            grid[i] = representative(pixels, lighter: true)
+        }
+        return OKLab.rgb(shaped(grid, side: n, lift: lift, faces: inFace))
+    }
+
+    /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).
+    public struct FaceCells: Sendable, Equatable {
+        public var x0: Double, y0: Double, x1: Double, y1: Double
+        public init(x0: Double, y0: Double, x1: Double, y1: Double) { self.x0 = x0; self.y0 = y0; self.x1 = x1; self.y1 = y1 }
+
+        /// Which cells of an n×n grid have their centre inside a face.
+        public static func mask(_ faces: [FaceCells], side n: Int) -> [Bool] {
+            var mask = [Bool](repeating: false, count: n * n)
+            for f in faces {
+                for y in 0..<n where Double(y) + 0.5 >= f.y0 && Double(y) + 0.5 <= f.y1 {
+                    for x in 0..<n where Double(x) + 0.5 >= f.x0 && Double(x) + 0.5 <= f.x1 { mask[y * n + x] = true }
+                }
+            }
+            return mask
+        }
     }
 
     /// The mean of the larger of two 2-means groups of `pixels` (the one nearer the mean on a
     /// tie); the plain mean when the pixels are all close (a flat cell). The definition:
     /// `cells` runs the same arithmetic in C (`snap_drawn_cells`), tested to agree.
-    public static func representative(_ pixels: [OKLab]) -> OKLab {
+    /// With `lighter`, the lighter group's mean instead (a face's skin over hair and shadow).
+    public static func representative(_ pixels: [OKLab], lighter: Bool = false) -> OKLab {
         let mean = pixels.reduce(.zero, +) / Double(pixels.count)
         // Seeds: the darkest and the lightest pixel (first of equals: deterministic).
         var dark = pixels[0], light = pixels[0]
@@ -76,13 +115,14 @@ public enum DrawnGrid {
             if next == centres { break }
             centres = next
         }
+        if lighter { return centres.0.l >= centres.1.l ? centres.0 : centres.1 }
         if counts.0 != counts.1 { return counts.0 > counts.1 ? centres.0 : centres.1 }
         return abs(centres.0.l - mean.l) <= abs(centres.1.l - mean.l) ? centres.0 : centres.1
     }
 
     /// Global and local lightness contrast, chroma, the optional outline, then the gamut.
-    public static func shaped(_ grid: [OKLab], side n: Int, lift: Lift) -> [OKLab] {
-        let lightness = liftedLightness(grid, side: n, lift: lift)
+    public static func shaped(_ grid: [OKLab], side n: Int, lift: Lift, faces: [Bool] = []) -> [OKLab] {
+        let lightness = liftedLightness(grid, side: n, lift: lift, faces: faces)
         // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
         var lifted = [Double](repeating: 0, count: 3 * grid.count)
         for (i, c) in grid.enumerated() { (lifted[3 * i], lifted[3 * i + 1], lifted[3 * i + 2]) = (lightness[i], c.a * lift.chroma, c.b * lift.chroma) }
@@ -96,8 +136,16 @@ public enum DrawnGrid {
         return result
     }
 
-    /// Each cell's lightness after the global stretch, the local contrast and the outline.
-    public static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift) -> [Double] {
+    /// Each cell's lightness after the global stretch, the local contrast and the outline, then
+    /// without isolated dark cells. Face cells (`faces`, when given) are never darkened by
+    /// the local contrast or the outline.
+    ///
+    /// The outline marks a cell only where the edge goes on: another marked cell among its
+    /// 8 neighbours (a lone dark cell on foliage or a checked shirt is texture, not a shape's
+    /// edge). A cell still darker than all 8 neighbours by more than `isolatedDark` takes
+    /// their mean lightness: such speckles were most of the "noise" on textures (issue 38).
+    public static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift, faces: [Bool] = []) -> [Double] {
+        let face = faces.count == n * n ? faces : [Bool](repeating: false, count: n * n)
         let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
         let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
         func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
@@ -108,18 +156,41 @@ public enum DrawnGrid {
             for x in 0..<n {
                 var sum = 0.0
                 for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
-                let l = stretched[y * n + x]
-                lightness[y * n + x] = l + lift.local * (l - sum / 9)
+                let l = stretched[y * n + x], local = lift.local * (l - sum / 9)
+                lightness[y * n + x] = l + (face[y * n + x] ? max(0, local) : local)
             }
         }
         if let threshold = lift.outline {
             let before = lightness
+            var marked = [Bool](repeating: false, count: n * n)
             for y in 0..<n {
-                for x in 0..<n {
+                for x in 0..<n where !face[y * n + x] {
                     let l = before[y * n + x]
                     let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
-                    if lightest - l > threshold { lightness[y * n + x] = l * lift.outlineDarken }
+                    marked[y * n + x] = lightest - l > threshold
                 }
+            }
+            for y in 0..<n {
+                for x in 0..<n where marked[y * n + x] {
+                    var continues = false
+                    for dy in -1...1 {
+                        for dx in -1...1 where (dx != 0 || dy != 0) && (0..<n).contains(x + dx) && (0..<n).contains(y + dy) {
+                            continues = continues || marked[(y + dy) * n + x + dx]
+                        }
+                    }
+                    if continues { lightness[y * n + x] = before[y * n + x] * lift.outlineDarken }
+                }
+            }
+        }
+        let shaped = lightness
+        for y in 1..<max(1, n - 1) {
+            for x in 1..<max(1, n - 1) {
+                let l = shaped[y * n + x]
+                var sum = 0.0, darkest = Double.infinity
+                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
+                    let v = shaped[(y + dy) * n + x + dx]; sum += v; darkest = min(darkest, v)
+                } }
+                if darkest - l > isolatedDark { lightness[y * n + x] = sum / 8 }
             }
         }
         return lightness

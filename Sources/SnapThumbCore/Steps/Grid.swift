@@ -9,7 +9,17 @@ extension PipelineStep {
             ? snap.square
             : try squarePixels(snap, side: 4 * grid)
         if let lift = snap.settings.pixel.style.lift {
-            snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift)
+            // The faces in cell units, from the upright decoded image's pixels via the square.
+            let faces = snap.placement.map { p in snap.faces.map { f in
+                DrawnGrid.FaceCells(x0: (f.x - Double(p.left)) / Double(p.side) * Double(grid), y0: (f.y - Double(p.top)) / Double(p.side) * Double(grid),
+                                    x1: (f.x + f.width - Double(p.left)) / Double(p.side) * Double(grid),
+                                    y1: (f.y + f.height - Double(p.top)) / Double(p.side) * Double(grid))
+            } } ?? []
+            snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift, faces: faces)
+            // The skin colour the palette keeps a slot for: the face cells' mean, in OKLab.
+            let inFace = DrawnGrid.FaceCells.mask(faces, side: grid), cells = OKLab.image(rgb: snap.grid)
+            let skin = cells.indices.filter { inFace[$0] }.map { cells[$0] }
+            snap.skin = skin.isEmpty ? nil : (skin.reduce(.zero, +) / Double(skin.count)).colour
         } else {
             snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
         }

@@ -32,6 +32,8 @@ struct Snap {
     var faces: [FaceBox] = []
     /// faces: what the manifest says about the crop.
     var crop: CropInfo?
+    /// grid: the faces' skin colour in the drawn grid, for a palette slot (nil: no face).
+    var skin: Colour?
     /// square: the square crop, packed RGB, `settings.square.size` on each side.
     var square: [UInt8] = []
     /// grid: the pixel-art grid, packed RGB, `settings.pixel.grid` on each side.
