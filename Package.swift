@@ -199,7 +199,7 @@ let package = Package(
         // (Scripts/check-shape.py checks both).
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "FaceKit", "VipsKit", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbStoreTests",

@@ -63,9 +63,20 @@ public enum DrawnGrid {
                     pixels.append(OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2]))
                 }
             }
-            grid[i] = representative(pixels, lighter: true)
+            // Halfway between the cell's mean and its lighter group: hair and shadow do not
+            // win the cell, and the face is not paled either (its lightness change stays small).
+            let mean = pixels.reduce(.zero, +) / Double(pixels.count), light = representative(pixels, lighter: true)
+            grid[i] = (mean + light) / 2
         }
-        return OKLab.rgb(shaped(grid, side: n, lift: lift, faces: inFace))
+        var result = shaped(grid, side: n, lift: lift, faces: inFace)
+        // The face's colour: face cells near the faces' mean take it (one skin tone, which the
+        // palette keeps a slot for), the rest (eyes, a beard) keep theirs.
+        let faceCells = inFace.indices.filter { inFace[$0] }
+        if !faceCells.isEmpty {
+            let skin = faceCells.map { result[$0] }.reduce(.zero, +) / Double(faceCells.count)
+            for i in faceCells where result[i].distance(skin) < 0.1 { result[i] = skin }
+        }
+        return OKLab.rgb(result)
     }
 
     /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).
@@ -125,7 +136,11 @@ public enum DrawnGrid {
         let lightness = liftedLightness(grid, side: n, lift: lift, faces: faces)
         // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
         var lifted = [Double](repeating: 0, count: 3 * grid.count)
-        for (i, c) in grid.enumerated() { (lifted[3 * i], lifted[3 * i + 1], lifted[3 * i + 2]) = (lightness[i], c.a * lift.chroma, c.b * lift.chroma) }
+        // A face keeps its own colour: skin lifted in chroma turned orange, in lightness blotchy.
+        for (i, c) in grid.enumerated() {
+            let chroma = faces.count == grid.count && faces[i] ? 1 : lift.chroma
+            (lifted[3 * i], lifted[3 * i + 1], lifted[3 * i + 2]) = (lightness[i], c.a * chroma, c.b * chroma)
+        }
         var result = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: lifted))
         // A saturated colour (an orange petal) moved in lightness leaves the gamut and
         // the clip takes more chroma than the lift gave: keep its lightness instead.
@@ -157,7 +172,7 @@ public enum DrawnGrid {
                 var sum = 0.0
                 for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
                 let l = stretched[y * n + x], local = lift.local * (l - sum / 9)
-                lightness[y * n + x] = l + (face[y * n + x] ? max(0, local) : local)
+                lightness[y * n + x] = face[y * n + x] ? max(grid[y * n + x].l, l + local) : l + local
             }
         }
         if let threshold = lift.outline {

@@ -196,3 +196,30 @@ extension Colour {
     /// Rec. 601 luma, for ordering palettes.
     public var luma: Int { 299 * Int(red) + 587 * Int(green) + 114 * Int(blue) }
 }
+
+extension IndexedImage {
+    /// The image without isolated dark cells (issue 38): a cell whose colour is more than
+    /// `threshold` darker (OKLab L) than every one of its 8 neighbours takes the colour most of
+    /// them have (the first such, in reading order, on a tie). Applied after the palette, where
+    /// k-means and the dither made speckles the grid had not. Border cells are left alone.
+    public func withoutIsolatedDark(threshold: Double = 0.06) -> IndexedImage {
+        let lightness = palette.map { OKLab($0).l }
+        var out = indices
+        guard width >= 3, height >= 3 else { return self }
+        for y in 1..<(height - 1) {
+            for x in 1..<(width - 1) {
+                let l = lightness[Int(indices[y * width + x])]
+                var counts = [Int](repeating: 0, count: palette.count), darkest = Double.infinity, order: [Int] = []
+                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
+                    let j = Int(indices[(y + dy) * width + x + dx])
+                    if counts[j] == 0 { order.append(j) }
+                    counts[j] += 1; darkest = min(darkest, lightness[j])
+                } }
+                if darkest - l > threshold {
+                    out[y * width + x] = UInt8(order.max { counts[$0] < counts[$1] || (counts[$0] == counts[$1] && order.firstIndex(of: $0)! > order.firstIndex(of: $1)!) }!)
+                }
+            }
+        }
+        return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: out)
+    }
+}
