@@ -202,7 +202,10 @@ extension IndexedImage {
     /// `threshold` darker (OKLab L) than every one of its 8 neighbours takes the colour most of
     /// them have (the first such, in reading order, on a tie). Applied after the palette, where
     /// k-means and the dither made speckles the grid had not. Border cells are left alone.
-    public func withoutIsolatedDark(threshold: Double = 0.06) -> IndexedImage {
+    /// With `lightToo` (retro, whose fixed palette has no slot for a highlight) a lone cell of
+    /// a colour none of its 8 neighbours has goes as well, lighter or darker: a dither's stray
+    /// yellow on grass.
+    public func withoutIsolatedDark(threshold: Double = 0.06, lightToo: Bool = false) -> IndexedImage {
         let lightness = palette.map { OKLab($0).l }
         var out = indices
         guard width >= 3, height >= 3 else { return self }
@@ -215,7 +218,8 @@ extension IndexedImage {
                     if counts[j] == 0 { order.append(j) }
                     counts[j] += 1; darkest = min(darkest, lightness[j])
                 } }
-                if darkest - l > threshold {
+                let lone = lightToo && counts[Int(indices[y * width + x])] == 0 && order.allSatisfy { abs(lightness[$0] - l) > threshold }
+                if darkest - l > threshold || lone {
                     out[y * width + x] = UInt8(order.max { counts[$0] < counts[$1] || (counts[$0] == counts[$1] && order.firstIndex(of: $0)! > order.firstIndex(of: $1)!) }!)
                 }
             }

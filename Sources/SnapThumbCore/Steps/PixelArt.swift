@@ -41,7 +41,7 @@ enum PixelArtStep {
             let image = settings.style == .soft
                 ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours, dither: settings.dither)
                 : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours,
-                                         ordered: settings.effectiveDither, reserved: reserved).withoutIsolatedDark()
+                                         ordered: settings.effectiveDither, reserved: reserved).withoutIsolatedDark(lightToo: settings.style == .retro)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
                 let gridPNG = try PalettePNG.encode(image, effort: effort)
