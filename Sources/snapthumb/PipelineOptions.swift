@@ -124,8 +124,10 @@ struct PipelineOptions: ParsableArguments {
                 settings.square.crop = mode
             }, show: { $0.square.crop.rawValue }),
             Entry(flag: "faces", key: "square.faces", given: faces, apply: { settings, text, source in
-                settings.square.faces = try parseSwitch(text, source: source)
-            }, show: { $0.square.faces ? "on" : "off" }),
+                do { settings.square.faces = try parseSwitch(text, source: source) } catch {
+                    throw SnapError(.config, "\(source) must be on or off (got '\(text)')")
+                }
+            }, show: { "\($0.square.faces)" }),
             Entry(flag: "budget", key: "square.budget", given: budget, apply: budgetValue { $0.square.budget = $1 }, show: { showBudget($0.square.budget) }),
             Entry(flag: "budget-mode", key: "budgetMode", given: budgetMode, apply: { settings, text, source in
                 guard let mode = Settings.BudgetMode(rawValue: text.lowercased()) else {
