@@ -17,6 +17,9 @@ let libexifVersion: String = {
     return "unknown"
 }()
 
+/// The package's folder: CFaceShim builds the face model's bytes into the binary from it.
+let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+
 let package = Package(
     name: "SnapThumb",
     platforms: [.macOS(.v15)],
@@ -57,6 +60,16 @@ let package = Package(
         ),
         // OpenSSL's digests and RS256, and the Linux calls Swift's Glibc lacks.
         .target(name: "CSystemShim", linkerSettings: [.linkedLibrary("crypto")]),
+        // The face detector (YuNet over OpenCV's dnn, issue 38): C++ behind a small C API, apart
+        // from CSnapShim so that nothing else links OpenCV. Only the three OpenCV libraries it
+        // needs; the model (model/, MIT) is built into the binary with .incbin.
+        .target(
+            name: "CFaceShim",
+            exclude: ["model"],
+            cxxSettings: [.define("SNAP_FACE_MODEL", to: "\"\(packageDirectory)/Sources/CFaceShim/model/face_detection_yunet.onnx\""),
+                          .unsafeFlags(["-I/usr/include/opencv4"])],
+            linkerSettings: [.linkedLibrary("opencv_dnn"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core")]
+        ),
         // ---- Layer 0: the only modules with unsafe C interop. Nothing above them sees a pointer.
         // The image libraries (libvips, libexif, libjpeg, libimagequant, zlib).
         .target(name: "VipsKit", dependencies: ["CSnapShim", "SystemKit"]),
@@ -68,6 +81,8 @@ let package = Package(
         // SQS and Google alike.
         .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "HTTPKit", dependencies: ["CHTTPShim"]),
+        // Faces in packed RGB (YuNet through CFaceShim): the detector's one Swift owner.
+        .target(name: "FaceKit", dependencies: ["CFaceShim"]),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
         .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),
@@ -75,7 +90,7 @@ let package = Package(
         // store, runner, watch, bucket, verifier or bench.
         .target(
             name: "SnapThumbCore",
-            dependencies: ["PixelKit", "VipsKit", "SystemKit"]
+            dependencies: ["PixelKit", "FaceKit", "VipsKit", "SystemKit"]
         ),
         // ---- Layer 2: the store (StoreBackend, the directory store, the one commit
         // path, `StoreLocation`); the bucket store plugs in as a `StoreScheme`.
@@ -188,7 +203,7 @@ let package = Package(
         // (Scripts/check-shape.py checks both).
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "FaceKit", "VipsKit", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbStoreTests",
@@ -241,5 +256,6 @@ let package = Package(
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
         ),
-    ]
+    ],
+    cxxLanguageStandard: .cxx17
 )

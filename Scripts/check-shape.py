@@ -62,10 +62,10 @@ for name, banned in forbidden.items():
 if "SnapThumbStore" not in targets:
     problem("general", "no store module (SnapThumbStore)")
 production = [n for n, t in targets.items() if t["type"] in ("regular", "executable") and n != "SnapThumbTesting"]
-for name in ("VipsKit", "SystemKit", "HTTPKit"):
+for name in ("VipsKit", "SystemKit", "HTTPKit", "FaceKit"):
     if name not in targets:
         continue
-    above = closure(name) - {"CSnapShim", "CSystemShim", "CHTTPShim", "CVips", "CExif", "SystemKit"}
+    above = closure(name) - {"CSnapShim", "CSystemShim", "CHTTPShim", "CFaceShim", "CVips", "CExif", "SystemKit"}
     if above:
         problem("general", f"{name} depends on {', '.join(sorted(above))} (the C layer knows nothing of ours above it)")
 for name in production:

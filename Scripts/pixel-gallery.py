@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The pixel-art gallery of docs/pixel-art.md: contact sheets and measures, made from photos.
 
-For every photo: the photo (fitted to 100 px high), square100, and pixel100 in each style,
+For every photo: the photo (fitted to 100 px high), square100 with --faces off (the centre
+crop) and with faces (the default), and pixel100 in each style,
 side by side, one row per photo; one PNG contact sheet per --per-sheet photos. Then a
 Markdown table of the pixel-art measures (Benchmarks/quality/pixel_measures.py) per style:
 each style's pixel25 against the box average of SnapThumb's square of the photo (square100
@@ -53,10 +54,10 @@ def photo_thumb(path, height, work):
     return vips_thumbnail(path, 4 * height, height, work, crop=False)
 
 
-def run(binary, photo, style, work):
+def run(binary, photo, style, work, *extra):
     """{variant: decoded RGB image} of one `snapthumb process` run."""
     store = tempfile.mkdtemp(dir=work)
-    out = subprocess.run([binary, "process", photo, "--store", store, "--pixel-style", style],
+    out = subprocess.run([binary, "process", photo, "--store", store, "--pixel-style", style, *extra],
                          capture_output=True, text=True, check=True)
     manifest = json.loads(out.stdout.splitlines()[0])
     return {name: Image.open(os.path.join(store, v["path"])).convert("RGB") for name, v in manifest["variants"].items()}
@@ -81,7 +82,10 @@ def main():
             m = pixel_measures.measures(np.asarray(outputs[s]["pixel25"]), average)
             scores[s].append(m)
             print(f"{os.path.basename(photo)}\t{s}\t{pixel_measures.format_row(m)}", file=sys.stderr)
-        tiles = [("photo", photo_thumb(photo, 100, work)), ("square100", outputs[styles[0]]["square100"])]
+        # The crop side by side (issue 38): the square without faces first (the centre), then
+        # the default, placed around the faces.
+        centre = run(args.snapthumb, photo, styles[0], work, "--faces", "off")["square100"]
+        tiles = [("photo", photo_thumb(photo, 100, work)), ("faces off", centre), ("square100", outputs[styles[0]]["square100"])]
         tiles += [(s, outputs[s]["pixel100"]) for s in styles]
         rows.append((os.path.basename(photo), tiles))
 

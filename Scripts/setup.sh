@@ -14,6 +14,9 @@ command -v vipsthumbnail >/dev/null 2>&1 || packages+=(libvips-tools)
 [ -e /usr/include/openssl/evp.h ] || packages+=(libssl-dev)
 # libcurl: HTTPKit's one HTTP client (buckets, queues, Google).
 [ -e /usr/include/curl/curl.h ] || [ -e /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -e /usr/include/aarch64-linux-gnu/curl/curl.h ] || packages+=(libcurl4-openssl-dev)
+# OpenCV's dnn (YuNet face detector, CFaceShim): only the three libraries it links, not all of OpenCV.
+[ -e /usr/include/opencv4/opencv2/dnn.hpp ] || packages+=(libopencv-dnn-dev)
+[ -e /usr/include/opencv4/opencv2/imgproc.hpp ] || packages+=(libopencv-imgproc-dev)
 # The openssl command: the Google tests make a throwaway RSA key and check RS256 signatures with it.
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 # promtool (Debian ships it in prometheus): the tests check the watch metrics file with it.

@@ -11,26 +11,34 @@ public enum OKLabQuantizer {
     /// - Parameter fixed: a fixed palette (its most used `colours`), or nil for an adaptive one.
     /// - Parameter ordered: 4×4 Bayer ordered dithering of lightness (a regular pattern, not
     ///   Floyd–Steinberg's worms, which on 25 cells read as noise).
+    /// - Parameter reserved: colours an adaptive palette keeps whatever k-means finds (a face's
+    ///   skin, issue 38); an adaptive palette also keeps a slot for the most salient outlier
+    ///   (the cell farthest from every other palette colour, when it is far: a kite in the sky).
     public static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, fixed fixedColours: [Colour]?,
-                        ordered: Bool) -> IndexedImage {
+                        ordered: Bool, reserved: [Colour] = []) -> IndexedImage {
         let lab = OKLab.image(rgb: rgb)
+        let mayDither = ordered ? gradientCells(lab, width: width) : nil
         var palette: [Colour]
         if let fixed = fixedColours {
             palette = fixed
             if colours < fixed.count {
                 // Keep the fixed colours the image uses most.
                 let usage = PaletteIndices.histogram(map(lab, width: width, palette: fixed.map(OKLab.init), ordered: ordered,
-                                                    lightnessWeight: fixedLightnessWeight), count: fixed.count)
+                                                    lightnessWeight: fixedLightnessWeight, mayDither: mayDither), count: fixed.count)
                 let keep = usage.indices.sorted { usage[$0] != usage[$1] ? usage[$0] > usage[$1] : $0 < $1 }.prefix(colours)
                 palette = keep.sorted().map { fixed[$0] }
             }
         } else {
-            palette = kMeans(lab, k: colours).map(\.colour)
+            let kept = colours >= 6 ? reserved.prefix(1).map(OKLab.init) : []
+            var centres = kMeans(lab, k: colours - kept.count - (colours >= 6 ? 1 : 0)) + kept
+            if colours >= 6 { centres += outlier(lab, centres).map { [$0] } ?? [] }
+            palette = centres.map(\.colour)
         }
         // A stable order: darkest first (as the soft style).
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
         let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
-                          lightnessWeight: fixedColours == nil ? 1 : fixedLightnessWeight)
+                          lightnessWeight: fixedColours == nil ? 1 : fixedLightnessWeight, mayDither: mayDither,
+                          greyRamp: fixedColours != nil)
         return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: indices)
     }
 
@@ -48,12 +56,19 @@ public enum OKLabQuantizer {
 
     /// Nearest palette colour per pixel in OKLab (lightness differences weighted by
     /// `lightnessWeight`), with the optional ordered dither.
-    public static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1) -> [UInt8] {
+    /// `mayDither` (when given) says which cells the ordered dither may touch; with `greyRamp`
+    /// a near-grey cell takes the palette's nearest grey by lightness (when it has two or more).
+    public static func map(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1,
+                           mayDither: [Bool]? = nil, greyRamp: Bool = false) -> [UInt8] {
         let w = lightnessWeight
+        let greys = palette.indices.filter { palette[$0].chroma < greyChroma }
         let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
         return lab.indices.map { i in
             var c = lab[i]
-            if ordered { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+            if ordered && (mayDither?[i] ?? true) { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+            if greyRamp && greys.count >= 2 && c.chroma < greyChroma {
+                return UInt8(greys.min { abs(palette[$0].l - c.l * w) < abs(palette[$1].l - c.l * w) }!)
+            }
             c.l *= w
             var best = 0, bestDistance = Double.infinity
             for (j, p) in palette.enumerated() {
@@ -62,6 +77,35 @@ public enum OKLabQuantizer {
             }
             return UInt8(best)
         }
+    }
+
+    /// Below this chroma a colour reads as grey (beige and shaded skin stay above it).
+    public static let greyChroma = 0.03
+
+    /// Cells on a smooth gradient, where a few palette colours would band: the lightness steps
+    /// to the 4 neighbours are all small and not all flat. Flat areas (a clear sky) and
+    /// edges are not dithered (issue 38: checkerboards on flat skies).
+    public static func gradientCells(_ lab: [OKLab], width: Int) -> [Bool] {
+        let height = lab.count / max(1, width)
+        return lab.indices.map { i in
+            let x = i % width, y = i / width
+            var steepest = 0.0
+            for (dx, dy) in [(1, 0), (-1, 0), (0, 1), (0, -1)] where (0..<width).contains(x + dx) && (0..<height).contains(y + dy) {
+                steepest = max(steepest, abs(lab[(y + dy) * width + x + dx].l - lab[i].l))
+            }
+            return steepest > 0.012 && steepest < 0.06
+        }
+    }
+
+    /// The point farthest from every centre, when it is farther than 0.15 (OKLab ΔE) from
+    /// all of them: a small, bright subject k-means would merge into a bigger group.
+    static func outlier(_ points: [OKLab], _ centres: [OKLab]) -> OKLab? {
+        var best: OKLab?, bestDistance = 0.15 * 0.15
+        for p in points {
+            let d = centres.map { p.distanceSquared($0) }.min() ?? .infinity
+            if d > bestDistance { bestDistance = d; best = p }
+        }
+        return best
     }
 
     /// `k` colours for `points`: median cut (split the box with the largest extent × count at
@@ -151,4 +195,35 @@ public enum PaletteIndices {
 extension Colour {
     /// Rec. 601 luma, for ordering palettes.
     public var luma: Int { 299 * Int(red) + 587 * Int(green) + 114 * Int(blue) }
+}
+
+extension IndexedImage {
+    /// The image without isolated dark cells (issue 38): a cell whose colour is more than
+    /// `threshold` darker (OKLab L) than every one of its 8 neighbours takes the colour most of
+    /// them have (the first such, in reading order, on a tie). Applied after the palette, where
+    /// k-means and the dither made speckles the grid had not. Border cells are left alone.
+    /// With `lightToo` (retro, whose fixed palette has no slot for a highlight) a lone cell of
+    /// a colour none of its 8 neighbours has goes as well, lighter or darker: a dither's stray
+    /// yellow on grass.
+    public func withoutIsolatedDark(threshold: Double = 0.06, lightToo: Bool = false) -> IndexedImage {
+        let lightness = palette.map { OKLab($0).l }
+        var out = indices
+        guard width >= 3, height >= 3 else { return self }
+        for y in 1..<(height - 1) {
+            for x in 1..<(width - 1) {
+                let l = lightness[Int(indices[y * width + x])]
+                var counts = [Int](repeating: 0, count: palette.count), darkest = Double.infinity, order: [Int] = []
+                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
+                    let j = Int(indices[(y + dy) * width + x + dx])
+                    if counts[j] == 0 { order.append(j) }
+                    counts[j] += 1; darkest = min(darkest, lightness[j])
+                } }
+                let lone = lightToo && counts[Int(indices[y * width + x])] == 0 && order.allSatisfy { abs(lightness[$0] - l) > threshold }
+                if darkest - l > threshold || lone {
+                    out[y * width + x] = UInt8(order.max { counts[$0] < counts[$1] || (counts[$0] == counts[$1] && order.firstIndex(of: $0)! > order.firstIndex(of: $1)!) }!)
+                }
+            }
+        }
+        return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: out)
+    }
 }

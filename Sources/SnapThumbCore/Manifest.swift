@@ -14,6 +14,8 @@ public struct Manifest: Sendable, Equatable, Codable {
     /// `square100`, `pixel25`, `pixel100`.
     public var variants: [String: Variant]
     public var recipe: Recipe
+    /// Where the square came from (absent in manifests from before pipeline version 6).
+    public var crop: CropInfo? = nil
     /// The SnapThumb that wrote this manifest (absent in manifests from before 0.9.0).
     public var producer: Producer? = Producer.current
 
@@ -36,6 +38,22 @@ public struct Manifest: Sendable, Equatable, Codable {
 
     public static func decode(_ data: Data) throws -> Manifest {
         try JSONDecoder().decode(Manifest.self, from: data)
+    }
+}
+
+/// Where the square was cut (`crop` in the manifest): what placed it and the rectangle, in
+/// the pixels of the upright original (`source.width` × `source.height`).
+public struct CropInfo: Sendable, Equatable, Codable {
+    /// What placed the square: faces were found and kept, or the fallback crop.
+    public enum Source: String, Sendable, Codable { case faces, attention, centre }
+    public var source: Source
+    /// The rectangle; absent for `attention` (libvips does not say where it cut).
+    public var left: Int?, top: Int?, width: Int?, height: Int?
+    /// How many faces the detector found (absent when detection is off).
+    public var faces: Int?
+
+    public init(source: Source, left: Int? = nil, top: Int? = nil, width: Int? = nil, height: Int? = nil, faces: Int? = nil) {
+        self.source = source; self.left = left; self.top = top; self.width = width; self.height = height; self.faces = faces
     }
 }
 
@@ -97,7 +115,9 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// Bump when the pipeline changes its output for the same settings.
     /// 5: the `drawn` pixel-art style became the default (`soft` keeps version 4's bytes),
     /// and the AVIF square's colour box says sRGB.
-    public static let pipelineVersion = 5
+    /// 6: faces first (issue 38): the square is placed around the faces found, and the
+    /// drawn and retro grids keep faces light.
+    public static let pipelineVersion = 6
 
     public var digest: String
     public var version: Int
@@ -144,11 +164,12 @@ public struct Recipe: Sendable, Equatable, Codable {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey { case size, crop, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
+    private enum Keys: String, CodingKey { case size, crop, faces, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         try c.encode(size, forKey: .size)
         try c.encode(crop, forKey: .crop)
+        try c.encode(faces, forKey: .faces)
         try c.encode(budget, forKey: .budget)
         try c.encode(qualityMin, forKey: .qualityMin)
         try c.encode(qualityMax, forKey: .qualityMax)

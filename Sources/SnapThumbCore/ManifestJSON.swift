@@ -28,7 +28,18 @@ enum ManifestJSON {
     }
 
     static func value(_ manifest: Manifest) -> Value {
-        var members: [(String, Value)] = [("key", .string(manifest.key))]
+        var members: [(String, Value)] = []
+        if let crop = manifest.crop {
+            var m: [(String, Value)] = []
+            if let faces = crop.faces { m.append(("faces", .int(faces))) }
+            if let height = crop.height { m.append(("height", .int(height))) }
+            if let left = crop.left { m.append(("left", .int(left))) }
+            m.append(("source", .string(crop.source.rawValue)))
+            if let top = crop.top { m.append(("top", .int(top))) }
+            if let width = crop.width { m.append(("width", .int(width))) }
+            members.append(("crop", .object(m)))
+        }
+        members.append(("key", .string(manifest.key)))
         if let producer = manifest.producer {
             members.append(("producer", .object([("name", .string(producer.name)), ("version", .string(producer.version))])))
         }

@@ -36,6 +36,7 @@ public struct Pipeline: Sendable {
         .decode,              // header, format allowlist, size limits, one decode with shrink-on-load
         .colour,              // embedded profile → sRGB, 8-bit, alpha flattened onto the background
         .orient,              // EXIF orientation, applied once
+        .faces,               // faces found (YuNet) and where the square keeps them
         .square,              // centre (or attention) crop, Lanczos to square.size
         .grid,                // pixel.grid × pixel.grid block means of the same crop
         .pixelArt,            // palette, pixel25 and pixel100 PNGs within their budgets
@@ -76,7 +77,7 @@ public struct Pipeline: Sendable {
                 encodes: encoded.fitted.encodes, degraded: encoded.fitted.degraded))
         })
         let manifest = Manifest(key: key, source: header.sourceInfo(snap.source, digest: snap.sourceDigest),
-                                variants: variants, recipe: recipe)
+                                variants: variants, recipe: recipe, crop: snap.crop)
         return ProcessedUpload(manifest: manifest, blobs: snap.blobs)
     }
 

@@ -72,6 +72,9 @@ public struct Settings: Sendable, Equatable, Codable {
         /// Side in pixels.
         public var size = 100
         public var crop: CropMode = .centre
+        /// Faces first (issue 38): the square is placed to keep the faces a detector finds,
+        /// and `crop` is only the fallback when there are none.
+        public var faces = true
         /// Byte budget; nil for none.
         public var budget: Int? = 4096
         /// The quality search range; below `qualityMin` the variant is marked degraded.
@@ -180,11 +183,12 @@ extension Settings.Limits {
 }
 
 extension Settings.SquareSettings {
-    private enum Keys: String, CodingKey, CaseIterable { case size, crop, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
+    private enum Keys: String, CodingKey, CaseIterable { case size, crop, faces, budget, qualityMin, qualityMax, chroma, modern, modernEffort }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Keys.self)
         try rejectUnknownKeys(decoder, Keys.self, in: "square")
         self.init()
+        faces = try c.decodeIfPresent(Bool.self, forKey: .faces) ?? true
         size = try c.decodeIfPresent(Int.self, forKey: .size) ?? size
         if let word = try c.decodeIfPresent(String.self, forKey: .crop) {
             // "center" is accepted as well as "centre"; the recipe always says "centre".

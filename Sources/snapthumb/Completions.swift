@@ -10,6 +10,7 @@ import SystemKit
 /// the same enums that parse them, so a new value completes without another edit).
 enum Completions {
     static let crop = CompletionKind.list(CropMode.allCases.map(\.rawValue) + ["center"])
+    static let faces = CompletionKind.list(["on", "off"])
     static let budgetMode = CompletionKind.list(Settings.BudgetMode.allCases.map(\.rawValue))
     static let onConflict = CompletionKind.list(ConflictPolicy.allCases.map(\.rawValue))
     static let chroma = CompletionKind.list(JPEG.Chroma.allCases.map(\.rawValue))

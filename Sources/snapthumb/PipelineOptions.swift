@@ -19,6 +19,9 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How the square is cut: centre (or center) or attention (libvips' interest measure). [default: centre]", valueName: "mode"), completion: Completions.crop)
     var crop: String?
 
+    @Option(name: .long, help: ArgumentHelp("Faces first: place the square (and keep the pixel art's faces light) around the faces a detector finds; --crop is the fallback when there are none. on or off. [default: on]", valueName: "on|off"), completion: Completions.faces)
+    var faces: String?
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Byte budget of the square JPEG, or 'none'. [default: 4096]", valueName: "bytes"), completion: Completions.budget)
     var budget: String?
 
@@ -120,6 +123,11 @@ struct PipelineOptions: ParsableArguments {
                 }
                 settings.square.crop = mode
             }, show: { $0.square.crop.rawValue }),
+            Entry(flag: "faces", key: "square.faces", given: faces, apply: { settings, text, source in
+                do { settings.square.faces = try parseSwitch(text, source: source) } catch {
+                    throw SnapError(.config, "\(source) must be on or off (got '\(text)')")
+                }
+            }, show: { "\($0.square.faces)" }),
             Entry(flag: "budget", key: "square.budget", given: budget, apply: budgetValue { $0.square.budget = $1 }, show: { showBudget($0.square.budget) }),
             Entry(flag: "budget-mode", key: "budgetMode", given: budgetMode, apply: { settings, text, source in
                 guard let mode = Settings.BudgetMode(rawValue: text.lowercased()) else {

@@ -61,7 +61,7 @@ enum Suggestions {
     /// costs tens of milliseconds, paid only when a name is not in here). A test keeps each of
     /// them a real one.
     static let common: Set<String> = Set([
-        "config", "store", "jobs", "log-format", "log-level", "budget", "budget-mode", "square-size", "crop", "palette",
+        "config", "store", "jobs", "log-format", "log-level", "budget", "budget-mode", "square-size", "crop", "faces", "palette",
         "colours", "dither", "grid", "pixel-scale", "pixel-budget", "grid-budget", "background", "quality-min", "quality-max",
         "chroma", "modern", "modern-effort", "on-conflict", "fail-on", "max-bytes", "max-pixels", "max-pixels-full-decode",
         "payload-limit", "payload-reserve", "report", "progress-interval", "isolation", "shard", "worker-id", "create",

@@ -61,7 +61,7 @@ struct PixelStyleTests {
             var snap = Snap(source: SourceBuffer(bytes), settings: settings)
             try Pipeline.run(BenchmarkSupport.stage(through: "square"), on: &snap)
             let image = try Quantizer.indexed(rgb: boxShrink(rgb: snap.square, side: 100, factor: 4), width: 25, height: 25,
-                                              colours: 16, palette: .adaptive, dither: false)
+                                              colours: 16, fixed: nil, dither: false)
             let upload = try Fixtures.process(bytes) { $0.pixel.style = .soft }
             #expect(Fixtures.blob(upload, "pixel25") == (try PalettePNG.encode(image)))
             #expect(Fixtures.blob(upload, "pixel100") == (try PalettePNG.encode(image.scaled(by: 4), enlarged: true)))

@@ -132,6 +132,29 @@ struct UnifiedConfigTests {
         #expect(center.stdout == centre.stdout)
     }
 
+    @Test("--faces on|off, SNAPTHUMB_FACES and pipeline.square.faces: flag > env > file > default (on); in the recipe; crop.source follows")
+    func faces() throws {
+        let dir = Fixtures.tempDirectory()
+        defer { Fixtures.remove(dir) }
+        let config = try write(#"{ "pipeline": { "square": { "faces": false } } }"#, in: dir)
+        let person = Fixtures.sample("people/side-person.jpg")
+        func crop(_ result: CLI.Result) throws -> (String?, Bool?, String) {
+            let manifest = try Manifest.decode(Data(result.stdout.split(separator: "\n")[0].utf8))
+            return (manifest.crop?.source.rawValue, manifest.recipe.settings.square.faces, manifest.recipe.digest)
+        }
+        let byDefault = try crop(try CLI.run(["process", person, "-s", "\(dir)/a"]))
+        #expect(byDefault.0 == "faces" && byDefault.1 == true)
+        let file = try crop(try CLI.run(["process", person, "-s", "\(dir)/b", "--config", config]))
+        #expect(file.0 == "centre" && file.1 == false)
+        #expect(file.2 != byDefault.2, "the setting is part of the recipe digest")
+        let env = try crop(try CLI.run(["process", person, "-s", "\(dir)/c", "--config", config], environment: ["SNAPTHUMB_FACES": "on"]))
+        #expect(env.0 == "faces")
+        let flag = try crop(try CLI.run(["process", person, "-s", "\(dir)/d", "--faces", "off"], environment: ["SNAPTHUMB_FACES": "on"]))
+        #expect(flag.0 == "centre")
+        let bad = try CLI.run(["process", person, "-s", "\(dir)/e", "--faces", "maybe"])
+        #expect(bad.status != 0 && bad.stderr.contains("--faces must be on or off (got 'maybe')"), "\(bad.stderr)")
+    }
+
     @Test("durations: one syntax, formatted back the same way")
     func durations() {
         #expect(parseDuration("500ms") == 0.5)

@@ -22,12 +22,13 @@ struct CentreDecodeTests {
         return try Resample.squareCentre(rgb: upright.pixels, width: upright.width, height: upright.height, side: side)
     }
 
-    @Test("portrait and landscape photos, every EXIF orientation: only the centre is decoded, the same square comes out",
+    @Test("with --faces off, portrait and landscape photos, every EXIF orientation: only the centre is decoded, the same square comes out",
           arguments: ["snaps/phone-portrait.jpg", "snaps/phone-rotated.jpg", "snaps/gps-tagged.jpg"]
             + (1...8).map { "orientation/orientation-\($0).jpg" })
     func sameSquare(sample: String) throws {
         let bytes = try Fixtures.bytes(Fixtures.sample(sample))
-        let settings = Settings()
+        var settings = Settings()
+        settings.square.faces = false
         let (_, image) = try DecodeStep.run(SourceBuffer(bytes), settings: settings, need: 100)
         guard case .rgb(let packed) = image else { Issue.record("\(sample) did not take the packed path"); return }
         #expect(!packed.isWhole, "\(sample): the whole image was decoded")

@@ -157,7 +157,7 @@ struct OKLabKernelTests {
             let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
             #expect(Self.bits(grid) == Self.bits(Self.referenceGrid(rgb: rgb, side: side, factor: factor)), "square \(k)")
             for style in [Settings.PixelStyle.drawn, .retro] {
-                guard let lift = DrawnGrid.Lift.of(style) else { continue }
+                guard let lift = style.lift else { continue }
                 let shaped = Self.referenceShaped(Self.referenceGrid(rgb: rgb, side: side, factor: factor), side: side / factor, lift: lift)
                 #expect(Self.bits(DrawnGrid.shaped(grid, side: side / factor, lift: lift)) == Self.bits(shaped), "square \(k), \(style)")
                 #expect(DrawnGrid.cells(rgb: rgb, side: side, factor: factor, lift: lift) == OKLab.rgb(shaped), "square \(k), \(style)")

@@ -129,7 +129,7 @@ struct PalettePNGSizeTests {
             var snap = Snap(source: SourceBuffer(try Fixtures.bytes(Fixtures.sample(file))), settings: settings)
             try Pipeline.run(BenchmarkSupport.stage(through: "square"), on: &snap)
             let rgb = boxShrink(rgb: snap.square, side: 100, factor: 4)
-            let image = try Quantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, palette: .adaptive, dither: false)
+            let image = try Quantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, fixed: nil, dither: false)
             let large = image.scaled(by: 4)
             chosen.grid += try PalettePNG.encode(image).count
             chosen.large += try PalettePNG.encode(large, enlarged: true).count

@@ -144,7 +144,7 @@ enum DecodeStep {
                     if decoder.colourSpace == .ycbcr || decoder.colourSpace == .rgb, header.profile == nil {
                         // Already sRGB: packed pixels, no libvips image.
                         // A centre crop needs only the centre (what every variant reads).
-                        let region = settings.square.crop == .centre
+                        let region = settings.square.crop == .centre && !settings.square.faces
                             ? centreRegion(width: header.width / shrink, height: header.height / shrink,
                                            smallestSide: min(settings.square.size, 4 * settings.pixel.grid))
                             : nil

@@ -7,11 +7,32 @@ extension PipelineStep {
         let grid = snap.settings.pixel.grid, side = snap.settings.square.size
         let source = 4 * grid == side
             ? snap.square
-            : try squarePixels(try snap.required(snap.image, "the upright image"), side: 4 * grid, crop: snap.settings.square.crop, onImage: snap.onImage)
-        if let lift = DrawnGrid.Lift.of(snap.settings.pixel.style) {
-            snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift)
+            : try squarePixels(snap, side: 4 * grid)
+        if let lift = snap.settings.pixel.style.lift {
+            // The faces in cell units, from the upright decoded image's pixels via the square.
+            let faces = snap.placement.map { p in snap.faces.map { f in
+                DrawnGrid.FaceCells(x0: (f.x - Double(p.left)) / Double(p.side) * Double(grid), y0: (f.y - Double(p.top)) / Double(p.side) * Double(grid),
+                                    x1: (f.x + f.width - Double(p.left)) / Double(p.side) * Double(grid),
+                                    y1: (f.y + f.height - Double(p.top)) / Double(p.side) * Double(grid))
+            } } ?? []
+            snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift, faces: faces)
+            // The skin colour the palette keeps a slot for: the face cells' mean, in OKLab.
+            let inFace = DrawnGrid.FaceCells.mask(faces, side: grid), cells = OKLab.image(rgb: snap.grid)
+            let skin = cells.indices.filter { inFace[$0] }.map { cells[$0] }
+            snap.skin = skin.isEmpty ? nil : (skin.reduce(.zero, +) / Double(skin.count)).colour
         } else {
             snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
+        }
+    }
+}
+
+extension Settings.PixelStyle {
+    /// The lift of the style's grid (`DrawnGrid`); nil for `soft` (block means, no lift).
+    var lift: DrawnGrid.Lift? {
+        switch self {
+        case .soft: return nil
+        case .drawn: return .drawn
+        case .retro: return .retro
         }
     }
 }

@@ -2,12 +2,18 @@ import VipsKit
 import SystemKit
 
 extension PipelineStep {
-    /// The square crop (centre or attention) resampled to `square.size`: square100's
-    /// pixels, and the grid's when the sizes match.
+    /// The square crop (around the faces, else centre or attention) resampled to
+    /// `square.size`: square100's pixels, and the grid's when the sizes match.
     static let square = PipelineStep(name: "square") { snap in
-        let image = try snap.required(snap.image, "the upright image")
-        snap.square = try squarePixels(image, side: snap.settings.square.size, crop: snap.settings.square.crop, onImage: snap.onImage)
+        snap.square = try squarePixels(snap, side: snap.settings.square.size)
     }
+}
+
+/// The snap's square at `side` pixels: where the faces step placed it, else by `square.crop`.
+func squarePixels(_ snap: Snap, side: Int) throws -> [UInt8] {
+    let image = try snap.required(snap.image, "the upright image")
+    if let placed = snap.placement, case .rgb(let packed) = image { return try placedSquare(packed, at: placed, side: side) }
+    return try squarePixels(image, side: side, crop: snap.settings.square.crop, onImage: snap.onImage)
 }
 
 /// The square crop as packed RGB. The centre crop is resampled here: libvips'

@@ -1,5 +1,6 @@
 import VipsKit
 import SystemKit
+import FaceKit
 
 /// One named step of the pipeline: it reads what the steps before it left in the
 /// `Snap` and adds its own part. `Pipeline.steps` lists them in order.
@@ -25,6 +26,14 @@ struct Snap {
     /// decode, then colour (sRGB, 8-bit, flattened), then orient (upright): the one
     /// image every variant is made from.
     var image: WorkingImage?
+    /// faces: where the square is cut (nil: `settings.square.crop` decides) and the faces
+    /// found, in the upright decoded image's pixels.
+    var placement: (left: Int, top: Int, side: Int)?
+    var faces: [FaceBox] = []
+    /// faces: what the manifest says about the crop.
+    var crop: CropInfo?
+    /// grid: the faces' skin colour in the drawn grid, for a palette slot (nil: no face).
+    var skin: Colour?
     /// square: the square crop, packed RGB, `settings.square.size` on each side.
     var square: [UInt8] = []
     /// grid: the pixel-art grid, packed RGB, `settings.pixel.grid` on each side.

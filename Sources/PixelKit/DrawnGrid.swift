@@ -1,0 +1,213 @@
+import Foundation
+import VipsKit
+
+/// The grid of the `drawn` and `retro` styles: each cell takes the colour most of its
+/// pixels share rather than their mean, then lightness and chroma are shaped for a tiny,
+/// high-contrast picture. All in OKLab (docs/pixel-art.md has the measures and pictures).
+///
+/// Why not the mean: a cell that straddles an edge (a face against a wall) averages into a
+/// colour neither side has, and 625 such cells make the "muddy mosaic". Splitting the cell's
+/// pixels in two by 2-means and keeping the larger group keeps edges crisp, and in a flat
+/// cell it is the mean.
+public enum DrawnGrid {
+    /// How much a style lifts the picture. Chosen on the corpus photos against the box
+    /// average of the same square (docs/pixel-art.md): each lift alone was too weak or
+    /// drifted too far, together they meet every target with drift under 0.06.
+    public struct Lift: Sendable, Equatable {
+        /// Lightness is stretched about its mean by this factor (global contrast).
+        public var lightness: Double
+        /// Lightness minus its 3×3 neighbourhood mean is added back times this (local contrast).
+        public var local: Double
+        /// a and b are scaled by this (chroma; hue is kept), then pulled into sRGB's gamut.
+        public var chroma: Double
+        /// A cell this much darker (ΔL) than its lightest 4-neighbour is darkened to
+        /// `outlineDarken` of its lightness: the dark outline; nil for none.
+        public var outline: Double?
+        public var outlineDarken: Double = 0.8
+
+
+        public init(lightness: Double, local: Double, chroma: Double, outline: Double?, outlineDarken: Double = 0.8) {
+            self.lightness = lightness; self.local = local; self.chroma = chroma
+            self.outline = outline; self.outlineDarken = outlineDarken
+        }
+
+        /// The `drawn` style's lift.
+        public static let drawn = Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
+        /// The `retro` style's, stronger: its fixed palette's colours are all vivid.
+        public static let retro = Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
+    }
+
+    /// A cell this much darker (ΔL) than each of its 8 neighbours is a speckle, not a shape.
+    public static let isolatedDark = 0.08
+
+    /// `rgb` is packed sRGB, `side` × `side`; returns packed sRGB, (side / factor)² cells.
+    /// The OKLab colours of the pixels and each cell's `representative` are computed in C
+    /// (`OKLabKernels`: the same arithmetic in the same order, bit for bit; the tests hold
+    /// the Swift loops this replaced and compare): they were most of the drawn style's cost.
+    ///
+    /// `faces` are face boxes in cell units (x0, y0, x1, y1; issue 38): the cells whose centre
+    /// lies in one take the lighter of their two groups (skin, not hair or shadow), and are
+    /// never darkened by the local contrast or the outline.
+    public static func cells(rgb: [UInt8], side: Int, factor: Int, lift: Lift, faces: [FaceCells] = []) -> [UInt8] {
+        let lab = OKLabKernels.image(rgb: rgb, linearTable: OKLab.linearTable)
+        var grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
+        let n = side / factor
+        let inFace = FaceCells.mask(faces, side: n)
+        for i in inFace.indices where inFace[i] {
+            let (cx, cy) = (i % n, i / n)
+            var pixels: [OKLab] = []
+            pixels.reserveCapacity(factor * factor)
+            for y in (cy * factor)..<((cy + 1) * factor) {
+                for x in (cx * factor)..<((cx + 1) * factor) {
+                    let p = 3 * (y * side + x)
+                    pixels.append(OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2]))
+                }
+            }
+            // Halfway between the cell's mean and its lighter group: hair and shadow do not
+            // win the cell, and the face is not paled either (its lightness change stays small).
+            let mean = pixels.reduce(.zero, +) / Double(pixels.count), light = representative(pixels, lighter: true)
+            grid[i] = (mean + light) / 2
+        }
+        var result = shaped(grid, side: n, lift: lift, faces: inFace)
+        // The face's colour: face cells near the faces' mean take it (one skin tone, which the
+        // palette keeps a slot for), the rest (eyes, a beard) keep theirs.
+        let faceCells = inFace.indices.filter { inFace[$0] }
+        if !faceCells.isEmpty {
+            let skin = faceCells.map { result[$0] }.reduce(.zero, +) / Double(faceCells.count)
+            for i in faceCells where result[i].distance(skin) < 0.1 { result[i] = skin }
+        }
+        return OKLab.rgb(result)
+    }
+
+    /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).
+    public struct FaceCells: Sendable, Equatable {
+        public var x0: Double, y0: Double, x1: Double, y1: Double
+        public init(x0: Double, y0: Double, x1: Double, y1: Double) { self.x0 = x0; self.y0 = y0; self.x1 = x1; self.y1 = y1 }
+
+        /// Which cells of an n×n grid have their centre inside a face.
+        public static func mask(_ faces: [FaceCells], side n: Int) -> [Bool] {
+            var mask = [Bool](repeating: false, count: n * n)
+            for f in faces {
+                for y in 0..<n where Double(y) + 0.5 >= f.y0 && Double(y) + 0.5 <= f.y1 {
+                    for x in 0..<n where Double(x) + 0.5 >= f.x0 && Double(x) + 0.5 <= f.x1 { mask[y * n + x] = true }
+                }
+            }
+            return mask
+        }
+    }
+
+    /// The mean of the larger of two 2-means groups of `pixels` (the one nearer the mean on a
+    /// tie); the plain mean when the pixels are all close (a flat cell). The definition:
+    /// `cells` runs the same arithmetic in C (`snap_drawn_cells`), tested to agree.
+    /// With `lighter`, the lighter group's mean instead (a face's skin over hair and shadow).
+    public static func representative(_ pixels: [OKLab], lighter: Bool = false) -> OKLab {
+        let mean = pixels.reduce(.zero, +) / Double(pixels.count)
+        // Seeds: the darkest and the lightest pixel (first of equals: deterministic).
+        var dark = pixels[0], light = pixels[0]
+        for p in pixels {
+            if p.l < dark.l { dark = p }
+            if p.l > light.l { light = p }
+        }
+        // Below this (OKLab ΔE) the cell looks flat: the mean is its colour.
+        if dark.distance(light) < 0.06 { return mean }
+        var centres = (dark, light), counts = (0, 0)
+        for _ in 0..<4 {
+            var sums = (OKLab.zero, OKLab.zero)
+            counts = (0, 0)
+            for p in pixels {
+                if p.distanceSquared(centres.0) <= p.distanceSquared(centres.1) {
+                    sums.0 = sums.0 + p; counts.0 += 1
+                } else {
+                    sums.1 = sums.1 + p; counts.1 += 1
+                }
+            }
+            guard counts.0 > 0, counts.1 > 0 else { return mean }
+            let next = (sums.0 / Double(counts.0), sums.1 / Double(counts.1))
+            if next == centres { break }
+            centres = next
+        }
+        if lighter { return centres.0.l >= centres.1.l ? centres.0 : centres.1 }
+        if counts.0 != counts.1 { return counts.0 > counts.1 ? centres.0 : centres.1 }
+        return abs(centres.0.l - mean.l) <= abs(centres.1.l - mean.l) ? centres.0 : centres.1
+    }
+
+    /// Global and local lightness contrast, chroma, the optional outline, then the gamut.
+    public static func shaped(_ grid: [OKLab], side n: Int, lift: Lift, faces: [Bool] = []) -> [OKLab] {
+        let lightness = liftedLightness(grid, side: n, lift: lift, faces: faces)
+        // Each colour lifted, then `clippedToGamut` (in C, all at once: `OKLabKernels`).
+        var lifted = [Double](repeating: 0, count: 3 * grid.count)
+        // A face keeps its own colour: skin lifted in chroma turned orange, in lightness blotchy.
+        for (i, c) in grid.enumerated() {
+            let chroma = faces.count == grid.count && faces[i] ? 1 : lift.chroma
+            (lifted[3 * i], lifted[3 * i + 1], lifted[3 * i + 2]) = (lightness[i], c.a * chroma, c.b * chroma)
+        }
+        var result = OKLab.interleaved(OKLabKernels.clippedToGamut(lab: lifted))
+        // A saturated colour (an orange petal) moved in lightness leaves the gamut and
+        // the clip takes more chroma than the lift gave: keep its lightness instead.
+        let redo = grid.indices.filter { result[$0].chroma < grid[$0].chroma }
+        var again = [Double](repeating: 0, count: 3 * redo.count)
+        for (j, i) in redo.enumerated() { (again[3 * j], again[3 * j + 1], again[3 * j + 2]) = (grid[i].l, lifted[3 * i + 1], lifted[3 * i + 2]) }
+        for (j, colour) in OKLab.interleaved(OKLabKernels.clippedToGamut(lab: again)).enumerated() { result[redo[j]] = colour }
+        return result
+    }
+
+    /// Each cell's lightness after the global stretch, the local contrast and the outline, then
+    /// without isolated dark cells. Face cells (`faces`, when given) are never darkened by
+    /// the local contrast or the outline.
+    ///
+    /// The outline marks a cell only where the edge goes on: another marked cell among its
+    /// 8 neighbours (a lone dark cell on foliage or a checked shirt is texture, not a shape's
+    /// edge). A cell still darker than all 8 neighbours by more than `isolatedDark` takes
+    /// their mean lightness: such speckles were most of the "noise" on textures (issue 38).
+    public static func liftedLightness(_ grid: [OKLab], side n: Int, lift: Lift, faces: [Bool] = []) -> [Double] {
+        let face = faces.count == n * n ? faces : [Bool](repeating: false, count: n * n)
+        let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
+        let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
+        func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
+            values[min(n - 1, max(0, y)) * n + min(n - 1, max(0, x))]
+        }
+        var lightness = [Double](repeating: 0, count: n * n)
+        for y in 0..<n {
+            for x in 0..<n {
+                var sum = 0.0
+                for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
+                let l = stretched[y * n + x], local = lift.local * (l - sum / 9)
+                lightness[y * n + x] = face[y * n + x] ? max(grid[y * n + x].l, l + local) : l + local
+            }
+        }
+        if let threshold = lift.outline {
+            let before = lightness
+            var marked = [Bool](repeating: false, count: n * n)
+            for y in 0..<n {
+                for x in 0..<n where !face[y * n + x] {
+                    let l = before[y * n + x]
+                    let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
+                    marked[y * n + x] = lightest - l > threshold
+                }
+            }
+            for y in 0..<n {
+                for x in 0..<n where marked[y * n + x] {
+                    var continues = false
+                    for dy in -1...1 {
+                        for dx in -1...1 where (dx != 0 || dy != 0) && (0..<n).contains(x + dx) && (0..<n).contains(y + dy) {
+                            continues = continues || marked[(y + dy) * n + x + dx]
+                        }
+                    }
+                    if continues { lightness[y * n + x] = before[y * n + x] * lift.outlineDarken }
+                }
+            }
+        }
+        let shaped = lightness
+        for y in 1..<max(1, n - 1) {
+            for x in 1..<max(1, n - 1) {
+                let l = shaped[y * n + x]
+                var sum = 0.0, darkest = Double.infinity
+                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
+                    let v = shaped[(y + dy) * n + x + dx]; sum += v; darkest = min(darkest, v)
+                } }
+                if darkest - l > isolatedDark { lightness[y * n + x] = sum / 8 }
+            }
+        }
+        return lightness
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+@_spi(Testing) import SnapThumbTesting
+import Testing
+@_spi(Benchmarks) @testable import SnapThumbCore
+import FaceKit
+import SystemKit
+import VipsKit
+
+/// Faces first (issue 38): the detector, where the square goes, what the manifest says,
+/// and what the drawn grid does with faces. The people samples are real faces (scikit-image's
+/// astronaut, public domain) with known boxes (docs/samples.md).
+@Suite("Faces")
+struct FaceTests {
+    /// Known face boxes in the samples' own pixels (Benchmarks/quality/make_people.py placed them).
+    static let sidePerson = FaceBox(x: 778.4, y: 383.6, width: 119.5, height: 150)
+    static let tallPortrait = FaceBox(x: 261.7, y: 134.8, width: 135.4, height: 170)
+
+    static func rgb(_ sample: String) throws -> (pixels: [UInt8], width: Int, height: Int) {
+        let image = try Pixels(encoded: Fixtures.bytes(Fixtures.sample(sample)))
+        return (image.data, image.width, image.height)
+    }
+
+    static func overlap(_ a: FaceBox, _ b: FaceBox) -> Double {
+        let w = max(0, min(a.x + a.width, b.x + b.width) - max(a.x, b.x))
+        let h = max(0, min(a.y + a.height, b.y + b.height) - max(a.y, b.y))
+        return w * h / (a.area + b.area - w * h)
+    }
+
+    @Test("the detector finds the known face in each people sample, the same boxes every time",
+          arguments: [("people/side-person.jpg", sidePerson), ("people/tall-portrait.jpg", tallPortrait),
+                      ("people/astronaut.jpg", FaceBox(x: 178, y: 63, width: 90, height: 113))])
+    func finds(sample: String, known: FaceBox) throws {
+        let image = try Self.rgb(sample)
+        let faces = try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height)
+        #expect(faces.count == 1, "\(sample): \(faces)")
+        #expect(faces.first.map { Self.overlap($0, known) > 0.5 } == true, "\(sample): \(faces) against \(known)")
+        #expect(try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height) == faces)
+    }
+
+    @Test("no face in the samples without people", arguments: ["snaps/phone-portrait.jpg", "snaps/landscape.webp", "snaps/adobe-rgb.jpg",
+                                                                "snaps/display-p3.jpg", "orientation/upright.png", "snaps/grey.jpg"])
+    func noFalseFace(sample: String) throws {
+        let image = try Pixels(encoded: Fixtures.bytes(Fixtures.sample(sample)))
+        guard image.bands == 3 else { return }
+        #expect(try FaceDetector.detect(rgb: image.data, width: image.width, height: image.height).isEmpty)
+    }
+
+    @Test("bad arguments are an error, not a crash")
+    func badArguments() {
+        #expect(throws: FaceDetectorError.self) { try FaceDetector.detect(rgb: [0, 0, 0], width: 1, height: 1, inputShort: 8) }
+    }
+
+    @Test("the square: all faces when they fit, else the largest; centred on them, inside the image")
+    func placement() {
+        #expect(FaceSquare.place(faces: [], width: 300, height: 400) == nil)
+        // One face near the top of a portrait: the square starts at the top.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 100, y: 10, width: 50, height: 60)], width: 300, height: 400)! == (0, 0, 300))
+        // Near the right of a landscape: the square ends at the right edge.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 500, y: 100, width: 60, height: 60)], width: 600, height: 300)! == (300, 0, 300))
+        // Two faces that fit: centred on both (their extent 100…300, centre 200).
+        #expect(FaceSquare.place(faces: [FaceBox(x: 100, y: 50, width: 40, height: 40), FaceBox(x: 260, y: 50, width: 40, height: 40)],
+                                 width: 1000, height: 200)! == (100, 0, 200))
+        // Two that do not fit: the larger one, centred (650 + 40 − 100).
+        #expect(FaceSquare.place(faces: [FaceBox(x: 10, y: 50, width: 30, height: 30), FaceBox(x: 650, y: 50, width: 80, height: 80)],
+                                 width: 1000, height: 200)! == (590, 0, 200))
+        #expect(FaceSquare.inside(FaceBox(x: 0, y: 0, width: 10, height: 10), left: 5, top: 0, side: 100) == 0.5)
+    }
+
+    @Test("a person at the side of a wide photo stays in the square; the manifest says faces and where")
+    func sidePersonCrop() throws {
+        let bytes = try Fixtures.bytes(Fixtures.sample("people/side-person.jpg"))
+        let upload = try Fixtures.process(bytes)
+        let crop = try #require(upload.manifest.crop)
+        #expect(crop.source == .faces && crop.faces == 1)
+        #expect(crop.width == 720 && crop.height == 720 && crop.top == 0)
+        let inside = FaceSquare.inside(Self.sidePerson, left: Double(crop.left!), top: 0, side: 720)
+        #expect(inside >= 0.9, "face \(inside) inside the square at \(crop)")
+        // The centre square (what --faces off cuts) loses most of the face.
+        #expect(FaceSquare.inside(Self.sidePerson, left: 120, top: 0, side: 720) < 0.6)
+        let off = try Fixtures.process(bytes) { $0.square.faces = false }
+        #expect(off.manifest.crop == CropInfo(source: .centre, left: 120, top: 0, width: 720, height: 720))
+        #expect(off.manifest.recipe.digest != upload.manifest.recipe.digest)
+        #expect(Fixtures.blob(off, "square100") != Fixtures.blob(upload, "square100"))
+        // Deterministic, and the manifest's own JSON is JSONEncoder's.
+        #expect(try Fixtures.process(bytes).manifest == upload.manifest)
+        #expect(upload.manifest.json() == upload.manifest.encoderJSON())
+    }
+
+    @Test("a tall portrait keeps the head; attention is the fallback when there is no face")
+    func tallAndFallback() throws {
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample("people/tall-portrait.jpg")))
+        let crop = try #require(upload.manifest.crop)
+        #expect(crop.source == .faces && crop.left == 0 && crop.width == 600)
+        #expect(FaceSquare.inside(Self.tallPortrait, left: 0, top: Double(crop.top!), side: 600) >= 0.9)
+        let attention = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))) { $0.square.crop = .attention }
+        #expect(attention.manifest.crop == CropInfo(source: .attention, faces: 0))
+        let centre = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg")))
+        #expect(centre.manifest.crop == CropInfo(source: .centre, left: 0, top: 180, width: 1080, height: 1080, faces: 0))
+    }
+
+    @Test("with faces, pixel100 is still pixel25 ×4 and every style stays in budget")
+    func pixelArtWithFaces() throws {
+        for style in Settings.PixelStyle.allCases {
+            let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample("people/side-person.jpg"))) { $0.pixel.style = style }
+            let small = try Pixels(encoded: Fixtures.blob(upload, "pixel25")), large = try Pixels(encoded: Fixtures.blob(upload, "pixel100"))
+            for y in 0..<100 { for x in 0..<100 where large.pixel(x, y) != small.pixel(x / 4, y / 4) { Issue.record("\(style) \(x),\(y)"); return } }
+            for (name, variant) in upload.manifest.variants { #expect(variant.bytes <= variant.budget ?? .max, "\(style) \(name)") }
+        }
+    }
+
+    @Test("face cells lean to their lighter group: hair and shadow do not win a face's cells")
+    func faceCellsLight() {
+        // A 4×4-cell square: in each cell three columns of dark pixels (hair) and one of skin,
+        // so the plain drawn cell is hair.
+        let side = 16
+        var rgb = [UInt8](repeating: 0, count: side * side * 3)
+        for y in 0..<side { for x in 0..<side {
+            let v: [UInt8] = x % 4 < 3 ? [40, 30, 25] : [225, 180, 150]
+            rgb.replaceSubrange((y * side + x) * 3..<(y * side + x) * 3 + 3, with: v)
+        } }
+        let plain = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn))
+        let face = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn,
+                                                    faces: [DrawnGrid.FaceCells(x0: 0, y0: 0, x1: 4, y1: 4)]))
+        let mean = OKLab.image(rgb: rgb).reduce(0) { $0 + $1.l } / Double(side * side)
+        #expect(plain.allSatisfy { $0.l < 0.3 }, "\(plain.map(\.l))")
+        #expect(face.allSatisfy { $0.l > mean + 0.1 }, "\(face.map(\.l)) against the mean \(mean)")
+    }
+
+    @Test("a lone dark cell on a flat field is neither outlined nor kept; a dark line is outlined")
+    func isolatedAndContinuing() {
+        let n = 9
+        var grid = [OKLab](repeating: OKLab(l: 0.7, a: 0.02, b: 0.02), count: n * n)
+        grid[2 * n + 2] = OKLab(l: 0.3, a: 0.02, b: 0.02)
+        for x in 0..<n { grid[6 * n + x] = OKLab(l: 0.3, a: 0.02, b: 0.02) }
+        let l = DrawnGrid.liftedLightness(grid, side: n, lift: .drawn)
+        #expect(l[2 * n + 2] > 0.6, "the speckle takes its neighbours' lightness: \(l[2 * n + 2])")
+        #expect(l[6 * n + 4] < 0.19, "the line is outlined: \(l[6 * n + 4])")
+    }
+}
