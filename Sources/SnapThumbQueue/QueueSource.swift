@@ -175,7 +175,7 @@ final class QueueSource: JobSource, Sendable {
             } catch {
                 let delay = backoff.next()
                 logger.warning("cannot receive from the queue; retrying", metadata: [
-                    "snap.queue": "\(queue.location)", "snap.error": "\(describe(error))", "snap.pause_s": "\(delay)"])
+                    "snap.queue": "\(queue.location)", "snap.error": "\(Self.bounded(describe(error)))", "snap.pause_s": "\(delay)"])
                 pause(for: delay)
                 continue
             }
@@ -520,7 +520,7 @@ final class QueueSource: JobSource, Sendable {
         for message in due {
             do { try queue.setLease(message, seconds: lease) } catch {
                 logger.warning("cannot extend a message's lease; another worker may get it too (the store publishes once)", metadata: [
-                    "snap.message_id": "\(message.id)", "snap.error": "\(describe(error))"])
+                    "snap.message_id": "\(message.id)", "snap.error": "\(Self.bounded(describe(error)))"])
             }
         }
     }
