@@ -251,6 +251,13 @@ struct QueueHostileTests {
         let decoded = try JSONDecoder().decode(DeadLetter.self, from: Data(body.utf8))
         #expect(decoded.key == key, "the body keeps the key exactly (JSON escapes it)")
         #expect(decoded.body?.hasPrefix("ééé") == true && decoded.body?.hasSuffix("…") == true)
+        // Noncharacters SQS refuses in a body are JSON escapes there; the key decodes the same.
+        let odd = DeadLetter(key: "x\u{FFFF}y\u{FFFE}.jpg", code: "unsafe-name", message: "m \u{FFFF}", object: nil, messageID: "id", worker: "w")
+        let (oddBody, oddAttributes) = try SQSDeadLetters.message(odd)
+        #expect(oddBody.unicodeScalars.allSatisfy(SQSDeadLetters.isAllowed), "\(oddBody)")
+        #expect(oddBody.contains("\\uFFFF"))
+        #expect(try JSONDecoder().decode(DeadLetter.self, from: Data(oddBody.utf8)) == odd)
+        #expect(oddAttributes["key"] == "x\\u{ffff}y\\u{fffe}.jpg")
     }
 
     @Test("Pub/Sub letters keep the notification's attributes and carry the specific reason of a notification that contradicts itself")
@@ -271,6 +278,10 @@ struct QueueHostileTests {
         #expect(outgoing.attributes["objectId"] == "in/x.jpg" && outgoing.attributes["eventTime"] == attributes["eventTime"])
         #expect(outgoing.attributes["snapthumb.code"] == "unsupported")
         #expect(outgoing.attributes["snapthumb.message"]?.contains("differ") == true)
+        // A notification with 100 attributes still makes a letter Pub/Sub takes (100 at most).
+        var crowded = letter
+        crowded.attributes = Dictionary(uniqueKeysWithValues: (0..<100).map { ("a\($0)", "v") })
+        #expect(try PubSubDeadLetters.message(crowded).attributes.count <= 100)
         #expect(queue.calls.last == .ack("p1"))
     }
 }
