@@ -218,7 +218,6 @@ final class QueueSource: JobSource, Sendable {
 
         /// The whole message refused with one letter that carries its body.
         func refuseWhole(_ error: SnapError) {
-            metrics.refused(error.code.rawValue)
             meta["snap.code"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("refused a message", metadata: meta)
@@ -277,7 +276,6 @@ final class QueueSource: JobSource, Sendable {
             }
         }
         for refusal in refusals {
-            metrics.refused(refusal.error.code.rawValue)
             logger.warning("refused", metadata: meta.merging([
                 "snap.object": "\(refusal.object ?? "none")", "snap.code": "\(refusal.error.code.rawValue)",
                 "snap.error": "\(Self.bounded(refusal.error.message))"]) { $1 })
@@ -411,7 +409,7 @@ final class QueueSource: JobSource, Sendable {
             meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("transient failure; the message stays on the queue and will be retried", metadata: meta)
         case .failed(let error), .crashed(let error), .timedOut(let error):
-            metrics.refused(error.code.rawValue)
+            // Counted when its message ends for good (a retried message refuses it again).
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.code"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(Self.bounded(error.message))"
@@ -445,6 +443,7 @@ final class QueueSource: JobSource, Sendable {
                 let id = "\(message.message.id)\u{0}\(refusal.key ?? refusal.object ?? "")\u{0}\(letter.code)"
                 if monitor.withLock({ $0.state.lettersSent.contains(id) }) { continue }
                 guard let deadLetters else {
+                    metrics.refused(letter.code)
                     logger.error("refused, and there is no dead-letter queue: deleting the message", metadata: meta.merging([
                         "snap.key": "\(letter.key ?? "")", "snap.object": "\(letter.object ?? "")", "snap.code": "\(letter.code)", "snap.error": "\(Self.bounded(letter.message))"]) { $1 })
                     continue
@@ -452,6 +451,7 @@ final class QueueSource: JobSource, Sendable {
                 do {
                     try deadLetters.send(letter)
                     _ = monitor.withLock { $0.state.lettersSent.insert(id) }
+                    metrics.refused(letter.code)
                     logger.notice("sent to the dead-letter queue", metadata: meta.merging([
                         "snap.key": "\(letter.key ?? "")", "snap.code": "\(letter.code)", "snap.dead_letter_queue": "\(deadLetters.location)"]) { $1 })
                 } catch {

@@ -174,7 +174,8 @@ struct QueueHostileTests {
     @Test("a refusal in a message retried after a transient failure is dead-lettered once, when the message ends for good; a letter already sent is not sent again after the dead-letter queue failed")
     func lettersOnce() {
         let queue = RecordingQueue()
-        let source = Self.source(queue, deadLetters: queue)
+        let registry = PrometheusCollectorRegistry()
+        let source = Self.source(queue, deadLetters: queue, registry: registry)
         source.admit(QueueSourceTests.message("m1", QueueSourceTests.event(["in/bad.jpg", "in/slow.jpg"])))
         var jobs = QueueSourceTests.take(source)
         source.conclude(QueueSourceTests.result(jobs[0], .failed(SnapError(.corrupt, "damaged"))))
@@ -189,6 +190,8 @@ struct QueueHostileTests {
         source.finish()
         #expect(Self.letters(queue).map(\.key) == ["bad.jpg"])
         #expect(queue.calls.last == .ack("m1"))
+        let text = Self.metrics(registry)
+        #expect(text.contains("snapthumb_consume_uploads_refused_total{code=\"corrupt\"} 1"), "counted once: \(text)")
 
         // Two letters, the second refused by the dead-letter queue: the message stays; on its
         // retry only the second is sent.
