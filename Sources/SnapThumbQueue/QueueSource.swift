@@ -316,8 +316,9 @@ final class QueueSource: JobSource, Sendable {
         var text: String { items.joined(separator: "; ") + (more > 0 ? "; and \(more) more" : "") }
     }
 
-    /// `text` in at most `bytes` UTF-8 bytes, cut on a scalar boundary and ending in "…" when cut,
-    /// with control characters shown as escapes: log values, letter fields.
+    /// `text` in at most `bytes` UTF-8 bytes, cut on a scalar boundary and ending in "…" when cut:
+    /// log values, letter fields. (The log handlers escape control characters themselves; SQS
+    /// letters are sanitised by `SQSDeadLetters`.)
     static func bounded(_ text: String, _ bytes: Int = maxLogValueBytes) -> String {
         guard text.utf8.count > bytes else { return text }
         return PathBytes.prefix(text, maxBytes: max(0, bytes - 3)) + "…"
