@@ -175,7 +175,7 @@ final class QueueSource: JobSource, Sendable {
             } catch {
                 let delay = backoff.next()
                 logger.warning("cannot receive from the queue; retrying", metadata: [
-                    "snap.queue": "\(queue.location)", "snap.error": "\(describe(error))", "snap.pause_s": "\(delay)"])
+                    "snap.queue": "\(queue.location)", "snap.error": "\(Self.bounded(describe(error)))", "snap.pause_s": "\(delay)"])
                 pause(for: delay)
                 continue
             }
@@ -218,7 +218,6 @@ final class QueueSource: JobSource, Sendable {
 
         /// The whole message refused with one letter that carries its body.
         func refuseWhole(_ error: SnapError) {
-            metrics.refused(error.code.rawValue)
             meta["snap.code"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("refused a message", metadata: meta)
@@ -277,7 +276,6 @@ final class QueueSource: JobSource, Sendable {
             }
         }
         for refusal in refusals {
-            metrics.refused(refusal.error.code.rawValue)
             logger.warning("refused", metadata: meta.merging([
                 "snap.object": "\(refusal.object ?? "none")", "snap.code": "\(refusal.error.code.rawValue)",
                 "snap.error": "\(Self.bounded(refusal.error.message))"]) { $1 })
@@ -318,8 +316,9 @@ final class QueueSource: JobSource, Sendable {
         var text: String { items.joined(separator: "; ") + (more > 0 ? "; and \(more) more" : "") }
     }
 
-    /// `text` in at most `bytes` UTF-8 bytes, cut on a scalar boundary and ending in "…" when cut,
-    /// with control characters shown as escapes: log values, letter fields.
+    /// `text` in at most `bytes` UTF-8 bytes, cut on a scalar boundary and ending in "…" when cut:
+    /// log values, letter fields. (The log handlers escape control characters themselves; SQS
+    /// letters are sanitised by `SQSDeadLetters`.)
     static func bounded(_ text: String, _ bytes: Int = maxLogValueBytes) -> String {
         guard text.utf8.count > bytes else { return text }
         return PathBytes.prefix(text, maxBytes: max(0, bytes - 3)) + "…"
@@ -411,7 +410,7 @@ final class QueueSource: JobSource, Sendable {
             meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("transient failure; the message stays on the queue and will be retried", metadata: meta)
         case .failed(let error), .crashed(let error), .timedOut(let error):
-            metrics.refused(error.code.rawValue)
+            // Counted when its message ends for good (a retried message refuses it again).
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.code"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(Self.bounded(error.message))"
@@ -445,6 +444,7 @@ final class QueueSource: JobSource, Sendable {
                 let id = "\(message.message.id)\u{0}\(refusal.key ?? refusal.object ?? "")\u{0}\(letter.code)"
                 if monitor.withLock({ $0.state.lettersSent.contains(id) }) { continue }
                 guard let deadLetters else {
+                    metrics.refused(letter.code)
                     logger.error("refused, and there is no dead-letter queue: deleting the message", metadata: meta.merging([
                         "snap.key": "\(letter.key ?? "")", "snap.object": "\(letter.object ?? "")", "snap.code": "\(letter.code)", "snap.error": "\(Self.bounded(letter.message))"]) { $1 })
                     continue
@@ -452,6 +452,7 @@ final class QueueSource: JobSource, Sendable {
                 do {
                     try deadLetters.send(letter)
                     _ = monitor.withLock { $0.state.lettersSent.insert(id) }
+                    metrics.refused(letter.code)
                     logger.notice("sent to the dead-letter queue", metadata: meta.merging([
                         "snap.key": "\(letter.key ?? "")", "snap.code": "\(letter.code)", "snap.dead_letter_queue": "\(deadLetters.location)"]) { $1 })
                 } catch {
@@ -520,7 +521,7 @@ final class QueueSource: JobSource, Sendable {
         for message in due {
             do { try queue.setLease(message, seconds: lease) } catch {
                 logger.warning("cannot extend a message's lease; another worker may get it too (the store publishes once)", metadata: [
-                    "snap.message_id": "\(message.id)", "snap.error": "\(describe(error))"])
+                    "snap.message_id": "\(message.id)", "snap.error": "\(Self.bounded(describe(error)))"])
             }
         }
     }

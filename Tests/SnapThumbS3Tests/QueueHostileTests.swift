@@ -174,7 +174,8 @@ struct QueueHostileTests {
     @Test("a refusal in a message retried after a transient failure is dead-lettered once, when the message ends for good; a letter already sent is not sent again after the dead-letter queue failed")
     func lettersOnce() {
         let queue = RecordingQueue()
-        let source = Self.source(queue, deadLetters: queue)
+        let registry = PrometheusCollectorRegistry()
+        let source = Self.source(queue, deadLetters: queue, registry: registry)
         source.admit(QueueSourceTests.message("m1", QueueSourceTests.event(["in/bad.jpg", "in/slow.jpg"])))
         var jobs = QueueSourceTests.take(source)
         source.conclude(QueueSourceTests.result(jobs[0], .failed(SnapError(.corrupt, "damaged"))))
@@ -189,6 +190,8 @@ struct QueueHostileTests {
         source.finish()
         #expect(Self.letters(queue).map(\.key) == ["bad.jpg"])
         #expect(queue.calls.last == .ack("m1"))
+        let text = Self.metrics(registry)
+        #expect(text.contains("snapthumb_consume_uploads_refused_total{code=\"corrupt\"} 1"), "counted once: \(text)")
 
         // Two letters, the second refused by the dead-letter queue: the message stays; on its
         // retry only the second is sent.
@@ -251,6 +254,13 @@ struct QueueHostileTests {
         let decoded = try JSONDecoder().decode(DeadLetter.self, from: Data(body.utf8))
         #expect(decoded.key == key, "the body keeps the key exactly (JSON escapes it)")
         #expect(decoded.body?.hasPrefix("ééé") == true && decoded.body?.hasSuffix("…") == true)
+        // Noncharacters SQS refuses in a body are JSON escapes there; the key decodes the same.
+        let odd = DeadLetter(key: "x\u{FFFF}y\u{FFFE}.jpg", code: "unsafe-name", message: "m \u{FFFF}", object: nil, messageID: "id", worker: "w")
+        let (oddBody, oddAttributes) = try SQSDeadLetters.message(odd)
+        #expect(oddBody.unicodeScalars.allSatisfy(SQSDeadLetters.isAllowed), "\(oddBody)")
+        #expect(oddBody.contains("\\uFFFF"))
+        #expect(try JSONDecoder().decode(DeadLetter.self, from: Data(oddBody.utf8)) == odd)
+        #expect(oddAttributes["key"] == "x\\u{ffff}y\\u{fffe}.jpg")
     }
 
     @Test("Pub/Sub letters keep the notification's attributes and carry the specific reason of a notification that contradicts itself")
@@ -271,6 +281,10 @@ struct QueueHostileTests {
         #expect(outgoing.attributes["objectId"] == "in/x.jpg" && outgoing.attributes["eventTime"] == attributes["eventTime"])
         #expect(outgoing.attributes["snapthumb.code"] == "unsupported")
         #expect(outgoing.attributes["snapthumb.message"]?.contains("differ") == true)
+        // A notification with 100 attributes still makes a letter Pub/Sub takes (100 at most).
+        var crowded = letter
+        crowded.attributes = Dictionary(uniqueKeysWithValues: (0..<100).map { ("a\($0)", "v") })
+        #expect(try PubSubDeadLetters.message(crowded).attributes.count <= 100)
         #expect(queue.calls.last == .ack("p1"))
     }
 }

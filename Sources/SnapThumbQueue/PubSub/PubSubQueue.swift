@@ -100,6 +100,9 @@ public struct PubSubDeadLetters: DeadLetterSink {
 
     public var location: String { topic.name }
 
+    /// The original attributes a letter keeps: Pub/Sub takes 100 a message, SnapThumb adds 6.
+    static let maxOriginalAttributes = 94
+
     public func send(_ letter: DeadLetter) throws {
         let message = try Self.message(letter)
         let (client, topic) = (self.client, self.topic)
@@ -115,7 +118,12 @@ public struct PubSubDeadLetters: DeadLetterSink {
         if attributes["bucketId"] == nil, let bucket = letter.bucket { attributes["bucketId"] = bucket }
         if attributes["objectGeneration"] == nil, let version = letter.version { attributes["objectGeneration"] = version }
         // Attribute names of at most 256 bytes, values of at most 1024 (Pub/Sub's limits).
-        attributes = attributes.filter { !$0.key.isEmpty && $0.key.utf8.count <= 256 && !$0.key.hasPrefix("goog") }.mapValues { DeadLetterMessage.clip($0) }
+        attributes = attributes.filter { !$0.key.isEmpty && $0.key.utf8.count <= 256 && !$0.key.hasPrefix("goog") && !$0.key.hasPrefix("snapthumb.") }
+            .mapValues { DeadLetterMessage.clip($0) }
+        // At most 100 attributes a message: the original's first (by name), leaving room for SnapThumb's.
+        if attributes.count > maxOriginalAttributes {
+            attributes = Dictionary(uniqueKeysWithValues: attributes.sorted { $0.key < $1.key }.prefix(maxOriginalAttributes).map { ($0.key, $0.value) })
+        }
         let original = PubSubMessage(data: try encoder.encode(letter), attributes: attributes, messageID: letter.messageID)
         return DeadLetterMessage.make(original: original, key: letter.key, code: letter.code, message: letter.message,
                                       object: letter.object, worker: letter.worker)

@@ -256,7 +256,8 @@ public struct SQSDeadLetters: DeadLetterSink {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var letter = letter
         while true {
-            let body = String(decoding: try encoder.encode(letter), as: UTF8.self)
+            // JSON escapes control characters itself; U+FFFE and U+FFFF (which SQS refuses) are escaped here.
+            let body = jsonEscapingNoncharacters(String(decoding: try encoder.encode(letter), as: UTF8.self))
             let size = body.utf8.count + attributeBytes
             if size <= maxMessageBytes { return (body, attributes) }
             // Only the original body can be that long: cut it by what is over (JSON escapes count more than once).
@@ -267,14 +268,32 @@ public struct SQSDeadLetters: DeadLetterSink {
         }
     }
 
+    /// The JSON text with every scalar SQS refuses in a body written as a JSON escape (`\\uFFFF`):
+    /// outside strings JSON is ASCII, so only string contents change, and they decode the same.
+    static func jsonEscapingNoncharacters(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: { !isAllowed($0) }) else { return json }
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if isAllowed(scalar) { out.append(scalar) } else {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out.append(contentsOf: ("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex).unicodeScalars)
+            }
+        }
+        return String(out)
+    }
+
+    /// The characters SQS takes in a body or a string attribute.
+    static func isAllowed(_ scalar: Unicode.Scalar) -> Bool {
+        let v = scalar.value
+        return v == 0x9 || v == 0xA || v == 0xD || (0x20...0xD7FF).contains(v) || (0xE000...0xFFFD).contains(v) || v >= 0x10000
+    }
+
     /// What SQS takes in a string attribute: #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD and
     /// #x10000 up; anything else as a `\u{…}` escape, so that the letter still says what it was.
     static func sanitised(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            let v = scalar.value
-            let allowed = v == 0x9 || v == 0xA || v == 0xD || (0x20...0xD7FF).contains(v) || (0xE000...0xFFFD).contains(v) || v >= 0x10000
-            if allowed { out.append(scalar) } else { out.append(contentsOf: "\\u{\(String(v, radix: 16))}".unicodeScalars) }
+            if isAllowed(scalar) { out.append(scalar) } else { out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars) }
         }
         return String(out)
     }

@@ -77,6 +77,45 @@ struct HostileConsumeTests {
         #expect(huge?.eventTime == "2026-11-25T16:00:00.000Z" && huge?.event == "ObjectCreated:Put")
     }
 
+    @Test("an object whose every read is cut short (the fault proxy) delays only its own message, retried with a growing backoff; the good uploads behind it are published and receiving never pauses")
+    func failingObjectDelaysOnlyItself() throws {
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let (queue, _) = try moto.makeQueue(uniqueName("cursed"), visibility: 30)
+        let sqs = try moto.sqs(queueURL: queue)
+        let client = try moto.client(bucket: uploads)
+        let cursed = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/grey.jpg"))))
+        _ = try client.put("in/cursed.jpg", body: cursed, contentType: "image/jpeg")
+        try sqs.send(body: "{\"Records\":[\(Self.record(bucket: uploads, key: "in/cursed.jpg", size: cursed.count))]}")
+        var keys: [String] = []
+        for i in 0..<4 {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(ConsumeTests.good[i])"))))
+            _ = try client.put("in/fine \(i).jpg", body: bytes, contentType: "image/jpeg")
+            try sqs.send(body: "{\"Records\":[\(Self.record(bucket: uploads, key: "in/fine+\(i).jpg", size: bytes.count))]}")
+            keys.append("fine \(i).jpg")
+        }
+        // Every answer to a GET of the cursed object comes cut in half under its full Content-Length.
+        let proxy = try FaultProxy(upstreamPort: moto.port, misbehaviour: ["--garble-get", "cursed", "--garble-rate", "1", "--garble-mode", "cut"])
+        let daemon = try ConsumeTests.consume(moto, queue: queue, source: "s3://\(uploads)/in/", store: "s3://\(thumbs)/t",
+                                              extra: ["--jobs", "1"], env: ["AWS_ENDPOINT_URL_S3": proxy.endpoint])
+        defer { _ = daemon.terminate(within: 30) }
+        // The good uploads, and the cursed one retried at least twice (its second retry waits longer than its first).
+        #expect(try eventually(within: 180, every: 0.5) {
+            let published = try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "t/").count
+            return published == keys.count && daemon.log.components(separatedBy: "\"snap.retry_in_s\"").count > 2
+        }, "\(daemon.log.suffix(4000))")
+        #expect(daemon.terminate() == 0)
+        let log = daemon.log
+        #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "t/")) == Set(keys))
+        #expect(!log.contains("receiving pauses"), "\(log)")
+        let delays = log.split(separator: "\n").filter { $0.contains("left on the queue for a retry") }
+            .compactMap { line in line.range(of: "\"snap.retry_in_s\":\"").map { Double(line[$0.upperBound...].prefix { $0 != "\"" }) ?? -1 } }
+        #expect(delays.count >= 2 && delays[0] == 1 && delays[1] == 2, "\(delays)")
+        // Still there for a later retry: never acknowledged, never dead-lettered by SnapThumb.
+        let depth = try moto.depth(queue)
+        #expect(depth.visible + depth.hidden == 1, "\(depth)")
+    }
+
     @Test("SIGTERM in three bursts of arriving messages: no message is left hidden after the worker exits, and a last worker publishes every upload once")
     func sigtermBursts() throws {
         let (moto, uploads) = try Moto.withBucket()

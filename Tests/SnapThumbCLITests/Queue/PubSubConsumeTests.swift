@@ -278,6 +278,48 @@ struct PubSubConsumeTests {
         #expect(try await_ { try await pubsub.pull(subscription, maxMessages: 10, wait: 0) }.isEmpty)
     }
 
+    @Test("SIGTERM while notifications arrive: every message not acknowledged is handed back at once (a 600 s ack deadline never runs out), including what a pull under way brought")
+    func sigtermHandsBack() throws {
+        let emulator = try PubSubEmulatorProcess.shared.get()
+        let pubsub = try emulator.client()
+        let (moto, uploads) = try Moto.withBucket()
+        let project = try Project(pubsub)
+        let (topic, subscription) = (project.topic, project.subscription)
+        let store = Repo.tempDirectory("snapthumb-pubsub-term")
+        let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
+        let client = try moto.client(bucket: uploads)
+        var names: [String] = []
+        var generation: Int64 = 1_732_540_100_000_000
+        func notify(_ name: String) throws {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/\(ConsumeTests.good[names.count % 6])"))))
+            _ = try client.put(name, body: bytes, contentType: "image/jpeg")
+            generation += 1
+            let message = Self.notification(bucket: uploads, name: name, bytes: bytes, generation: generation)
+            _ = try await_ { try await pubsub.publish(topic, [message]) }
+            names.append(name)
+        }
+        let worker = try Daemon(["consume", subscription.url, "--source", "s3://\(uploads)/in/", "--store", store, "--jobs", "1", "--log-format", "json",
+                                 "--dead-letter-topic", project.dlq.name, "--image-timeout", "30m", "--visibility-timeout", "600s"], environment: env)
+        #expect(Self.untilDone(progress: { worker.log.count }, done: { worker.log.contains("\"msg\":\"consuming\"") }), "\(worker.log)")
+        for i in 0..<8 {
+            try notify("in/term \(i).jpg")
+            if i == 3 { kill(worker.process.processIdentifier, SIGTERM) }
+        }
+        #expect(worker.wait(120) == 0, "\(worker.log.suffix(3000))")
+        let published = Set(((try? FileManager.default.contentsOfDirectory(atPath: store + "/manifests")) ?? []).map { String($0.dropLast(".json".count)) })
+        // What was not published must be on the subscription now, not hidden for 600 s.
+        var back = Set<String>()
+        var empty = 0
+        while empty < 3 {
+            let batch = try await_ { try await pubsub.pull(subscription, maxMessages: 10, wait: 2) }
+            if batch.isEmpty { empty += 1; continue }
+            for received in batch { if let id = received.message.attributes["objectId"] { back.insert(String(id.dropFirst("in/".count))) } }
+            try await_ { try await pubsub.acknowledge(subscription, ackIDs: batch.map(\.ackID)) }
+        }
+        let all = Set(names.map { String($0.dropFirst("in/".count)) })
+        #expect(published.union(back) == all, "published \(published), handed back \(back)\n\(worker.log.suffix(3000))")
+    }
+
     @Test("start-up: a subscription that does not exist exits 2 naming the queue; a malformed gcppubsub URL or topic is a usage error")
     func startupChecks() throws {
         let emulator = try PubSubEmulatorProcess.shared.get()
