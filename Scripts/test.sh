@@ -29,12 +29,15 @@ swift test
 
 # Sanitizer job: the directory-listing and hardening tests, then a short fuzz run of
 # `snapthumb process`, under AddressSanitizer (its own build directory, .build-asan); the
-# Huffman decoder's tests too (its C reads damaged files).
+# Huffman decoder's tests too (its C reads damaged files); then the differential libFuzzer
+# target of the JPEG decoding (ASan + UBSan, ours against libjpeg-turbo alone) for a bounded time.
 # Measured on the shared 2-core VM: the ASan build 3–8 min (dependencies included), its tests
-# ~20 s, the fuzz run (39 corpus files + 60 mutations) ~80 s. SKIP_SANITIZERS=1 skips it.
+# ~20 s, the fuzz run (39 corpus files + 60 mutations) ~80 s, the decoder fuzzer's build ~25 s
+# and its run FUZZ_DECODER_SECONDS (60). SKIP_SANITIZERS=1 skips it.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   swift build --build-tests --sanitize address --scratch-path .build-asan
   ASAN_OPTIONS=detect_leaks=0 swift test --skip-build --sanitize address --scratch-path .build-asan \
     --filter 'DirectoryEntry|HardeningTests|HuffmanDecoderTests'
   Scripts/fuzz.sh --binary .build-asan/debug/snapthumb --count "${FUZZ_COUNT:-60}"
+  Scripts/fuzz-decoder.sh "${FUZZ_DECODER_SECONDS:-60}"
 fi

@@ -18,6 +18,9 @@ public struct BenchReport: Sendable {
     public var loadAverage = (before: 0.0, after: 0.0)
     /// The CPUs each job count's runs were confined to (none: free to use all).
     public var cpuSets: [Int: [Int]] = [:]
+    /// Files per format when the set holds several (`FormatGroup.split`): each was also
+    /// measured alone, in rounds whose `group` is set.
+    public var groupFiles: [FormatGroup: Int] = [:]
 
     init(options: BenchOptions, files: Int) {
         self.options = options
@@ -39,12 +42,13 @@ public struct BenchReport: Sendable {
         public var peakRSSBytes: Int
     }
 
-    public func rounds(_ side: String, jobs: Int) -> [SideRound] {
-        rounds.filter { $0.side == side && $0.jobs == jobs }.sorted { $0.round < $1.round }
+    /// `side`'s rounds at `jobs` over every file, or over one format's files.
+    public func rounds(_ side: String, jobs: Int, group: FormatGroup? = nil) -> [SideRound] {
+        rounds.filter { $0.side == side && $0.jobs == jobs && $0.group == group }.sorted { $0.round < $1.round }
     }
 
-    public func summary(_ side: String, jobs: Int) -> Summary? {
-        let rs = rounds(side, jobs: jobs)
+    public func summary(_ side: String, jobs: Int, group: FormatGroup? = nil) -> Summary? {
+        let rs = rounds(side, jobs: jobs, group: group)
         guard !rs.isEmpty else { return nil }
         func median(_ f: (SideRound) -> Double?) -> Double? { Statistics.median(rs.compactMap(f)) }
         return Summary(side: side, jobs: jobs, images: rs.map(\.images).min() ?? 0,
@@ -57,23 +61,23 @@ public struct BenchReport: Sendable {
     }
 
     /// Median over rounds of (SnapThumb images/s ÷ `side` images/s), each pair from the same round.
-    public func ratio(against side: String, jobs: Int) -> Double? {
-        Statistics.median(ratios(against: side, jobs: jobs))
+    public func ratio(against side: String, jobs: Int, group: FormatGroup? = nil) -> Double? {
+        Statistics.median(ratios(against: side, jobs: jobs, group: group))
     }
 
     /// SnapThumb's images/s ÷ `side`'s, one per round.
-    func ratios(against side: String, jobs: Int) -> [Double] {
-        Self.quotients(rounds("snapthumb", jobs: jobs), rounds(side, jobs: jobs))
+    func ratios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
+        Self.quotients(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group))
     }
 
     /// Median over rounds of (SnapThumb CPU per image ÷ `side`'s), each pair from
     /// the same round: how much CPU SnapThumb spends per image against `side`.
-    public func cpuRatio(against side: String, jobs: Int) -> Double? {
-        Statistics.median(cpuRatios(against: side, jobs: jobs))
+    public func cpuRatio(against side: String, jobs: Int, group: FormatGroup? = nil) -> Double? {
+        Statistics.median(cpuRatios(against: side, jobs: jobs, group: group))
     }
 
-    func cpuRatios(against side: String, jobs: Int) -> [Double] {
-        zip(rounds("snapthumb", jobs: jobs), rounds(side, jobs: jobs)).compactMap {
+    func cpuRatios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
+        zip(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group)).compactMap {
             $1.cpuMsPerImage > 0 && $1.images > 0 ? $0.cpuMsPerImage / $1.cpuMsPerImage : nil
         }
     }
@@ -153,6 +157,7 @@ public struct BenchReport: Sendable {
                 lines.append(String(format: "scaling %@ jobs %d / jobs 1: %.2f×", side, options.jobs, s) + Self.spread(scalings(side)))
             }
         }
+        lines += formatLines()
         for name in variants.keys.sorted() {
             let v = variants[name]!
             lines.append(String(format: "%@: encodes mean %.2f max %d, mean %.0f bytes, %d over budget, %d degraded (%d images)",
@@ -173,6 +178,27 @@ public struct BenchReport: Sendable {
                          + "; other job counts on all \(ProcessInfo.processInfo.activeProcessorCount)")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The per-format part of the table (nothing when the files are of one format): each
+    /// format's files alone, SnapThumb beside the references that read them.
+    func formatLines() -> [String] {
+        let jobs = options.jobs
+        let groups = FormatGroup.allCases.filter { groupFiles[$0] != nil }
+        guard !groups.isEmpty else { return [] }
+        var lines = [String(format: "each format alone (jobs %d, medians of %d rounds):", jobs, options.repeats)]
+        for group in groups {
+            let cells = sides.compactMap { side in
+                summary(side, jobs: jobs, group: group).map { String(format: "%@ %.1f images/s, %.2f CPU ms/img", side, $0.imagesPerSecond, $0.cpuMsPerImage) }
+            }
+            lines.append("  \(group.title) (\(groupFiles[group]!) files): " + cells.joined(separator: "; "))
+            for side in sides.dropFirst() {
+                guard let r = cpuRatio(against: side, jobs: jobs, group: group) else { continue }
+                lines.append(String(format: "  %@: CPU per image SnapThumb / %@: %.2f×", group.title, side, r)
+                             + Self.spread(cpuRatios(against: side, jobs: jobs, group: group)))
+            }
+        }
+        return lines
     }
 
     /// One JSON object: the headline numbers at `options.jobs`, then details.
@@ -220,8 +246,28 @@ public struct BenchReport: Sendable {
              "bytes_mean": round3(v.bytesMean), "over_budget": v.overBudget, "degraded": v.degraded]
         }
         doc["rss_growth_after_warmup"] = rssGrowthAfterWarmup.map(round3)
+        // Each format alone, when the files are of several: the same keys as above, per format.
+        if !groupFiles.isEmpty {
+            var formats: [String: Any] = [:]
+            for (group, count) in groupFiles {
+                var entry: [String: Any] = ["files": count]
+                for side in sides {
+                    guard let s = summary(side, jobs: jobs, group: group) else { continue }
+                    let prefix = side == "snapthumb" ? "" : "\(side)_"
+                    entry["\(prefix)images"] = s.images
+                    entry["\(prefix)images_per_second"] = round3(s.imagesPerSecond)
+                    entry["\(prefix)cpu_ms_per_image"] = round3(s.cpuMsPerImage)
+                    if side != "snapthumb" {
+                        if let r = ratio(against: side, jobs: jobs, group: group) { entry["\(side)_ratio"] = round3(r) }
+                        if let r = cpuRatio(against: side, jobs: jobs, group: group) { entry["\(side)_cpu_ratio"] = round3(r) }
+                    }
+                }
+                formats[group.rawValue] = entry
+            }
+            doc["formats"] = formats
+        }
         doc["rounds"] = rounds.map { r -> [String: Any] in
-            ["side": r.side, "jobs": r.jobs, "round": r.round, "images": r.images, "failed": r.failed,
+            ["side": r.side, "jobs": r.jobs, "round": r.round, "format": r.group?.rawValue ?? "all", "images": r.images, "failed": r.failed,
              "seconds": round3(r.seconds), "images_per_second": round3(r.imagesPerSecond),
              "cpu_ms_per_image": round3(r.cpuMsPerImage), "peak_rss_bytes": r.peakRSSBytes]
         }

@@ -30,12 +30,16 @@ public struct BenchOptions: Sendable {
     public var confineCPUs: Bool
     /// This program, for the floor side (`snapthumb decode-floor`).
     public var executable: String
+    /// When the files are of several `FormatGroup`s (JPEG and HEIC), also run each side
+    /// on each group's files alone, every round, at `jobs`: the table's per-format part.
+    public var formatGroups: Bool
 
     public init(jobs: Int, repeats: Int = 3, scaling: Bool = false, isolation: Isolation,
                 references: [ReferenceTool] = [.vipsthumbnail, .floor], keepStore: Bool = false,
                 tempDirectory: String = NSTemporaryDirectory(), confineCPUs: Bool = true,
-                executable: String = CommandLine.arguments[0]) {
+                executable: String = CommandLine.arguments[0], formatGroups: Bool = true) {
         self.executable = executable
+        self.formatGroups = formatGroups
         self.tempDirectory = tempDirectory
         self.confineCPUs = confineCPUs
         self.jobs = max(1, jobs)
@@ -53,6 +57,8 @@ public struct SideRound: Sendable {
     public var side: String
     public var jobs: Int
     public var round: Int
+    /// The files of one format only (nil: every file).
+    public var group: FormatGroup? = nil
     /// Images made (failures excluded).
     public var images: Int
     public var failed: Int
@@ -146,35 +152,58 @@ public struct Bench: Sendable {
         let started = Date()
         let loadBefore = Self.loadAverage()
         var report = BenchReport(options: options, files: files.count)
+        let groups = options.formatGroups ? FormatGroup.split(files) : []
+        for (group, indices) in groups { report.groupFiles[group] = indices.count }
         let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
         let allowed = CPUAffinity.allowed()
         for round in 1...options.repeats {
             for jobs in jobCounts {
                 let cpus = cpuSet(jobs: jobs, allowed: allowed)
                 if let cpus { report.cpuSets[jobs] = cpus }
-                try warmUp(nil, referenceFile: referenceFiles[0], made: &outputs)
-                let mine = try Self.confined(to: cpus, restoring: allowed) {
-                    try snapThumbRound(jobs: jobs, round: round, into: &report, made: &stores)
-                }
-                progress(Self.line(mine, of: options.repeats))
-                report.rounds.append(mine)
-                for tool in options.references {
-                    try warmUp(tool, referenceFile: referenceFiles[0], made: &outputs)
-                    let theirs = try Self.confined(to: cpus, restoring: allowed) {
-                        try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
-                    }
-                    progress(Self.line(theirs, of: options.repeats))
-                    report.rounds.append(theirs)
-                    // The reference tools do not sync their outputs: write them back
-                    // now, untimed, rather than in the next run's syncs (SnapThumb's
-                    // group commit syncs the whole filesystem).
-                    _ = FileSystem.syncfs(options.tempDirectory)
-                }
+                try sides(files, referenceFiles: referenceFiles, group: nil, jobs: jobs, round: round, cpus: cpus, allowed: allowed,
+                          report: &report, stores: &stores, outputs: &outputs, progress: progress)
+            }
+            // Each format alone, at the asked job count.
+            for (group, indices) in groups {
+                let cpus = cpuSet(jobs: options.jobs, allowed: allowed)
+                try sides(indices.map { files[$0] }, referenceFiles: indices.map { referenceFiles[$0] }, group: group,
+                          jobs: options.jobs, round: round, cpus: cpus, allowed: allowed,
+                          report: &report, stores: &stores, outputs: &outputs, progress: progress)
             }
         }
         report.date = started
         report.loadAverage = (loadBefore, Self.loadAverage())
         return report
+    }
+
+    /// SnapThumb, then each reference that reads these files, on `files` (all, or one
+    /// format's), each measured once.
+    private func sides(_ files: [FileWalker.Entry], referenceFiles: [String], group: FormatGroup?, jobs: Int, round: Int,
+                       cpus: [Int]?, allowed: [Int], report: inout BenchReport, stores: inout [String], outputs: inout [String],
+                       progress: (String) -> Void) throws {
+        try warmUp(nil, files: files, referenceFile: referenceFiles[0], made: &outputs)
+        // A per-format run's store is removed at the end even with --keep-store (the run over
+        // every file keeps the one to look at).
+        var mine = try Self.confined(to: cpus, restoring: allowed) {
+            group == nil ? try snapThumbRound(files, jobs: jobs, round: round, counted: true, into: &report, made: &stores)
+                         : try snapThumbRound(files, jobs: jobs, round: round, counted: false, into: &report, made: &outputs)
+        }
+        mine.group = group
+        progress(Self.line(mine, of: options.repeats))
+        report.rounds.append(mine)
+        for tool in options.references where group?.applies(tool) ?? true {
+            try warmUp(tool, files: files, referenceFile: referenceFiles[0], made: &outputs)
+            var theirs = try Self.confined(to: cpus, restoring: allowed) {
+                try referenceRound(tool, files: referenceFiles, jobs: jobs, round: round, made: &outputs)
+            }
+            theirs.group = group
+            progress(Self.line(theirs, of: options.repeats))
+            report.rounds.append(theirs)
+            // The reference tools do not sync their outputs: write them back
+            // now, untimed, rather than in the next run's syncs (SnapThumb's
+            // group commit syncs the whole filesystem).
+            _ = FileSystem.syncfs(options.tempDirectory)
+        }
     }
 
     /// The CPUs for a run at `jobs`: the first `jobs` of those allowed, or nil to
@@ -203,7 +232,7 @@ public struct Bench: Sendable {
     /// in memory. This project's VM runs a reclaimer that pages out files and code
     /// left unused for a few seconds: both sides waited on disk reads of their
     /// inputs, and each SnapThumb worker on about twenty page-ins as it started.
-    private func warmUp(_ tool: ReferenceTool?, referenceFile: String, made: inout [String]) throws {
+    private func warmUp(_ tool: ReferenceTool?, files: [FileWalker.Entry], referenceFile: String, made: inout [String]) throws {
         for entry in files { _ = try? InputFile.read(entry.path, limit: .max) }
         let directory = try Self.temporaryDirectory("snapthumb-bench-warmup", in: options.tempDirectory)
         made.append(directory)
@@ -217,10 +246,13 @@ public struct Bench: Sendable {
 
     // MARK: SnapThumb
 
-    private func snapThumbRound(jobs: Int, round: Int, into report: inout BenchReport, made: inout [String]) throws -> SideRound {
+    /// One backfill of `files`; `counted`: its variants and failures go into the report
+    /// (the run over every file; the per-format runs would count them twice).
+    private func snapThumbRound(_ files: [FileWalker.Entry], jobs: Int, round: Int, counted: Bool,
+                                into report: inout BenchReport, made: inout [String]) throws -> SideRound {
         let directory = try Self.temporaryDirectory("snapthumb-bench-store", in: options.tempDirectory)
         made.append(directory)
-        if options.keepStore { report.keptStores.append(directory) }
+        if options.keepStore && counted { report.keptStores.append(directory) }
         let store = try Store(root: directory)
         let collector = Collector(warmAfter: max(1, files.count / 10), threads: options.isolation == .threads)
         let selfBefore = ResourceUsage.current, childrenBefore = ResourceUsage.children
@@ -230,10 +262,10 @@ public struct Bench: Sendable {
 
         let cpu = (selfAfter.cpuSeconds - selfBefore.cpuSeconds) + (childrenAfter.cpuSeconds - childrenBefore.cpuSeconds)
         let collected = collector.result
-        if jobs == options.jobs {
+        if jobs == options.jobs && counted {
             for (name, stats) in collected.variants { report.variants[name, default: VariantStats()].merge(stats) }
         }
-        report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" }
+        if counted { report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" } }
         return SideRound(side: "snapthumb", jobs: jobs, round: round, images: summary.processed, failed: summary.failures.count,
                          seconds: summary.seconds, cpuSeconds: cpu,
                          peakRSSBytes: max(ResourceUsage.ownPeakRSSBytes, collected.peakRSS),
@@ -312,8 +344,8 @@ public struct Bench: Sendable {
     }
 
     static func line(_ r: SideRound, of repeats: Int) -> String {
-        String(format: "bench: round %d/%d %@ jobs %d: %d images in %.2f s, %.1f images/s, %.2f CPU ms/image%@",
-               r.round, repeats, r.side, r.jobs, r.images, r.seconds, r.imagesPerSecond, r.cpuMsPerImage,
+        String(format: "bench: round %d/%d %@%@ jobs %d: %d images in %.2f s, %.1f images/s, %.2f CPU ms/image%@",
+               r.round, repeats, r.side, r.group.map { " (\($0.title) only)" } ?? "", r.jobs, r.images, r.seconds, r.imagesPerSecond, r.cpuMsPerImage,
                r.failed > 0 ? " (\(r.failed) failed)" : "")
     }
 }

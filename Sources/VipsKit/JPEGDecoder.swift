@@ -85,9 +85,23 @@ public final class JPEGDecoder: Killable, @unchecked Sendable {  // @unchecked: 
 
     /// Packed 8-bit pixels as libjpeg decodes them at 1/`shrink` (the same as
     /// `decode(shrink:)`, without a libvips image). With `region` (in the 1/`shrink`
-    /// image) only that part is decoded, its left edge moved to an iMCU boundary:
-    /// the same pixels as there in a whole decode; `region` in the result says
-    /// what came out (the whole image without one).
+    /// image) only that part is decoded, its left edge moved to an iMCU boundary;
+    /// `region` in the result says what came out (the whole image without one).
+    ///
+    /// A region is not always the same pixels as there in a whole decode: where it
+    /// cuts columns (`jpeg_crop_scanline`), libjpeg-turbo decodes it as an image of
+    /// its own width. In horizontally subsampled files (4:2:0, 4:2:2) at 1/1, 1/2
+    /// and 1/4, fancy upsampling then treats the region's first and last columns as
+    /// image edges: those two columns can differ by a few levels. In a progressive
+    /// file with incomplete scans (damaged, decoded at fail_on none), block smoothing
+    /// can change its first and last two block columns. And libjpeg-turbo 2.1 crops
+    /// 4:1:0 files (4×2 or 2×4 luma) wrongly at 1/2 and 1/4: the region's colours are
+    /// wrong throughout. Rows (`jpeg_skip_scanlines`) keep the whole decode's pixels.
+    /// The centre square's resampler stops at least 4 pixels inside the region
+    /// (`DecodeStep.centreRegion`), so the edge columns never reach a square; the
+    /// smoothed block columns and the 4:1:0 crop can.
+    /// (docs/performance.md, "The decoder against libjpeg-turbo"; `Scripts/fuzz-decoder.sh`
+    /// checks the rest against a whole decode.)
     public func decodePixels(shrink: Int, region: PixelRegion? = nil) throws -> DecodedPixels {
         precondition([1, 2, 4, 8].contains(shrink), "libjpeg scales by 1/1, 1/2, 1/4 or 1/8")
         var capacity = 0

@@ -19,6 +19,8 @@ struct BenchCommand: ParsableCommand {
 
         A run at --jobs J is confined to J CPUs (the first J this process may use), on every side: jobs means cores. Left free, each tool's helper threads spread over idle cores (libvips' thread pool in vipsthumbnail, SnapThumb's coordinating process and group commit, Pillow's pool), so a one-job run used more than one core and jobs N over jobs 1 stopped measuring how the work scales over cores. --no-confine-cpus runs everything free, as a plain shell loop would. Before each measured run, untimed, every input is read once (into the page cache) and one file goes through the side about to be measured, so that its program and libraries are in memory.
 
+        When the files are of several formats, JPEG and HEIC (HEIF with HEVC images, as phones write them), every round also runs each side on each format's files alone, at --jobs, and the table ends with each format's figures and CPU ratios (JSON: "formats"); the floor and Pillow run on the JPEGs only. --no-by-format leaves this out.
+
         --watch-latency also starts a real 'snapthumb watch' on a temporary upload directory, renames copies of the images into incoming/ at a steady --watch-rate, and reports the time from each rename to its manifest being published (p50/p95/p99).
 
         --watch-burst renames every file into a running daemon's incoming/ at once and reports its drain rate beside a backfill of the same files at the same --jobs, as a ratio per round.
@@ -48,6 +50,9 @@ struct BenchCommand: ParsableCommand {
 
     @Flag(name: .customLong("confine-cpus"), inversion: .prefixedNo, help: "Run each side at J jobs on J CPUs (see above).")
     var confineCPUs = true
+
+    @Flag(name: .customLong("by-format"), inversion: .prefixedNo, help: "With JPEG and HEIC files in the set, also measure each format alone (see above).")
+    var byFormat = true
 
     @Flag(name: .long, help: "Keep the temporary stores and print where they are.")
     var keepStore = false
@@ -121,7 +126,7 @@ struct BenchCommand: ParsableCommand {
             jobs: jobs, repeats: self.repeat, scaling: scaling,
             isolation: isolation == "threads" ? .threads : .processes(executable: selfExecutable),
             references: references, keepStore: keepStore, tempDirectory: tempDir,
-            confineCPUs: confineCPUs, executable: selfExecutable)
+            confineCPUs: confineCPUs, executable: selfExecutable, formatGroups: byFormat)
         printError("bench: \(files.count) files under \(directory), jobs \(jobs), \(self.repeat) round(s), sides: snapthumb \(references.map(\.rawValue).joined(separator: " "))")
         let report: BenchReport
         do {

@@ -88,9 +88,43 @@ struct BenchTests {
             #expect(made >= jpegs && made <= images, "\(made) of \(images)")
             #expect(number("pillow_cpu_ms_per_image") > 0)
         }
+        // The samples hold JPEG and HEIC: each was also measured alone (issue 41), HEIC against
+        // vipsthumbnail only, JPEG against every reference.
+        let heics = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.filter { $0.path.hasSuffix(".heic") }.count
+        let formats = try #require(doc["formats"] as? [String: [String: Any]], "no formats in \(doc.keys.sorted())")
+        let heic = try #require(formats["heic"]), jpeg = try #require(formats["jpeg"])
+        #expect(heic["files"] as? Int == heics && heic["images"] as? Int == heics && heic["vipsthumbnail_images"] as? Int == heics)
+        #expect(((heic["vipsthumbnail_cpu_ratio"] as? NSNumber)?.doubleValue ?? 0) > 0)
+        #expect(heic["floor_images"] == nil && heic["pillow_images"] == nil)
+        #expect(jpeg["files"] as? Int == jpegs && jpeg["images"] as? Int == jpegs && jpeg["floor_images"] as? Int == jpegs)
+        #expect(((jpeg["floor_cpu_ratio"] as? NSNumber)?.doubleValue ?? 0) > 1)
+        #expect(result.stderr.contains("bench: round 1/1 snapthumb (HEIC only) jobs 2"))
         let left = try FileManager.default.contentsOfDirectory(atPath: temp)
         #expect(left.isEmpty, "left behind: \(left)")
         #expect(result.stderr.contains("bench: round 1/1 snapthumb jobs 2"))
+    }
+
+    @Test("bench's format groups: JPEG by its first bytes, HEIC by an HEVC brand in ftyp (AVIF is neither)")
+    func formatGroups() throws {
+        func ftyp(_ major: String, _ compatible: [String]) -> [UInt8] {
+            let brands = [major, "\0\0\0\0"] + compatible
+            let size = 8 + 4 * brands.count
+            return [0, 0, 0, UInt8(size)] + Array("ftyp".utf8) + brands.flatMap { Array($0.utf8) } + [0, 0, 0, 8]
+        }
+        #expect(FormatGroup.of(head: [0xFF, 0xD8, 0xFF, 0xE0]) == .jpeg)
+        #expect(FormatGroup.of(head: ftyp("heic", ["mif1", "heic"])) == .heic)
+        #expect(FormatGroup.of(head: ftyp("mif1", ["mif1", "heix"])) == .heic, "a compatible brand is enough")
+        #expect(FormatGroup.of(head: ftyp("avif", ["avif", "mif1"])) == nil)
+        #expect(FormatGroup.of(head: Array("\u{89}PNG\r\n\u{1A}\n........".utf8)) == nil)
+        for sample in ["snaps/iphone.heic", "snaps/heic-exif-orientation-6.heic"] {
+            #expect(FormatGroup.of(Fixtures.sample(sample)) == .heic, "\(sample)")
+        }
+        #expect(FormatGroup.of(Fixtures.sample("snaps/small.avif")) == nil)
+        #expect(FormatGroup.of(Fixtures.sample("snaps/grey.jpg")) == .jpeg)
+        // Only a set of two formats or more is split.
+        let files = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files
+        #expect(FormatGroup.split(files).map(\.group) == [.jpeg, .heic])
+        #expect(FormatGroup.split(files.filter { $0.path.hasSuffix(".jpg") }).isEmpty)
     }
 
     @Test("CPU confinement reaches every thread and the processes started afterwards, and is undone",

@@ -118,7 +118,8 @@ int snap_jpeg_decode(snap_jpeg *j, int shrink, unsigned char **out, int *width, 
  * bytes are the packed pixels. Saves a copy of the decoded image. With region
  * (x, y, width, height in the 1/shrink image; NULL or width 0: all of it) only that
  * part is decoded (left edge moved to an iMCU boundary; region[] is set to what
- * came out), the same pixels as there in a whole decode. */
+ * came out): the same pixels as there in a whole decode but where it cuts columns,
+ * as JPEGDecoder.decodePixels says. */
 int snap_jpeg_decode_capacity(snap_jpeg *j, int shrink, size_t *bytes);
 int snap_jpeg_decode_into(snap_jpeg *j, int shrink, unsigned char *pixels, size_t capacity,
                           int *width, int *height, int *bands, int *cmyk, int *region);
