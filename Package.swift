@@ -44,24 +44,32 @@ let package = Package(
     targets: [
         // C libraries from Debian (libvips-dev, libexif-dev; libimagequant-dev,
         // libjpeg62-turbo-dev and zlib come with libvips-dev; libssl-dev for SHA-256).
-        // libvips' headers, but not the library: CSnapShim opens libvips.so.42 with
+        // libvips' headers, but not the library: CVipsShim opens libvips.so.42 with
         // dlopen when an image first needs it, so that a process start does not load
         // its ~90 dependencies (about 24 ms each time). pkg-config's glib-2.0 gives
         // the include paths vips.h needs (and links GLib alone).
         .systemLibrary(name: "CVips", pkgConfig: "glib-2.0", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
-        // Fixed-argument wrappers for libvips' variadic calls and macros, and the
-        // image codecs' helpers (libjpeg, libimagequant, zlib).
+        // The C under VipsKit, one target per concern and risk (issue 42):
+        // pure kernels that call no library (resampling, OKLab), and what the others share;
+        .target(name: "CKernelShim"),
+        // the JPEG codec work over libjpeg-turbo, whose Huffman decoder and IDCTs read its
+        // private structs (checked against the loaded version at run time);
+        .target(name: "CJPEGShim", dependencies: ["CKernelShim"], linkerSettings: [.linkedLibrary("jpeg")]),
+        // fixed-argument wrappers for libvips' variadic calls and macros, and libexif
+        // (libvips' headers stay inside it: its public header does not export them);
         .target(
-            name: "CSnapShim",
-            dependencies: ["CVips", "CExif"],
+            name: "CVipsShim",
+            dependencies: ["CVips", "CExif", "CKernelShim"],
             cSettings: [.define("SNAP_LIBEXIF_VERSION", to: "\"\(libexifVersion)\"")],
-            linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp"), .linkedLibrary("jpeg"), .linkedLibrary("dl")]
+            linkerSettings: [.linkedLibrary("dl")]
         ),
+        // the palette PNG's libraries: libimagequant and zlib.
+        .target(name: "CCodecShim", linkerSettings: [.linkedLibrary("imagequant"), .linkedLibrary("z"), .linkedLibrary("gomp")]),
         // OpenSSL's digests and RS256, and the Linux calls Swift's Glibc lacks.
         .target(name: "CSystemShim", linkerSettings: [.linkedLibrary("crypto")]),
         // The face detector (YuNet over OpenCV's dnn, issue 38): C++ behind a small C API, apart
-        // from CSnapShim so that nothing else links OpenCV. Only the three OpenCV libraries it
+        // from the other C targets so that nothing else links OpenCV. Only the three OpenCV libraries it
         // needs; the model (model/, MIT) is built into the binary with .incbin.
         .target(
             name: "CFaceShim",
@@ -72,7 +80,7 @@ let package = Package(
         ),
         // ---- Layer 0: the only modules with unsafe C interop. Nothing above them sees a pointer.
         // The image libraries (libvips, libexif, libjpeg, libimagequant, zlib).
-        .target(name: "VipsKit", dependencies: ["CSnapShim", "SystemKit"]),
+        .target(name: "VipsKit", dependencies: ["CVipsShim", "CJPEGShim", "CCodecShim", "CKernelShim", "SystemKit"]),
         // The system: POSIX files and processes, digests, RS256, sd_notify, and the
         // one lock-with-condition type (`Monitor`).
         .target(name: "SystemKit", dependencies: ["CSystemShim"]),

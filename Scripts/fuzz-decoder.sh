@@ -116,14 +116,13 @@ cc=$(find_clang) || {
 
 # ---- The build: the project's C decoding as it is, with the harness, instrumented.
 mkdir -p "$out"
-sources=(Tests/Fuzz/decoder/fuzz_decoder.c Sources/CSnapShim/jpeg_decode.c Sources/CSnapShim/jpeg_entropy.c
-         Sources/CSnapShim/jpeg_idct.c Sources/CSnapShim/oklab.c)
+sources=(Tests/Fuzz/decoder/fuzz_decoder.c Sources/CJPEGShim/jpeg_decode.c Sources/CJPEGShim/jpeg_entropy.c
+         Sources/CJPEGShim/jpeg_idct.c Sources/CJPEGShim/jpeg_version.c Sources/CKernelShim/oklab.c Sources/CKernelShim/base.c)
 binary="$out/fuzz-decoder"
-if [ ! -x "$binary" ] || [ -n "$(find "${sources[@]}" Sources/CSnapShim/jpeg_entropy.h Sources/CSnapShim/include/snapshim.h "$0" -newer "$binary" 2>/dev/null)" ]; then
+if [ ! -x "$binary" ] || [ -n "$(find "${sources[@]}" Sources/CJPEGShim/jpeg_entropy.h Sources/CJPEGShim/include/jpegshim.h Sources/CKernelShim/include/kernelshim.h "$0" -newer "$binary" 2>/dev/null)" ]; then
   echo "fuzz-decoder: building $binary with $cc" >&2
-  # shellcheck disable=SC2046  # pkg-config's flags are words
-  "$cc" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -ISources/CSnapShim/include $(pkg-config --cflags glib-2.0) "${sources[@]}" -ljpeg -lm -o "$binary.tmp"
+    "$cc" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -ISources/CJPEGShim/include -ISources/CKernelShim/include -ISources/CJPEGShim "${sources[@]}" -ljpeg -lm -ldl -o "$binary.tmp"
   mv "$binary.tmp" "$binary"
 fi
 

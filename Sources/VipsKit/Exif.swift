@@ -1,5 +1,5 @@
 import SystemKit
-internal import CSnapShim
+internal import CVipsShim
 import Foundation
 
 /// EXIF reading through libexif.

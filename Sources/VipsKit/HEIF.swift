@@ -1,5 +1,5 @@
 import SystemKit
-internal import CSnapShim
+internal import CVipsShim
 import Foundation
 
 /// libvips' heifsave, for the optional modern square (AVIF or HEIC) of packed RGB pixels.

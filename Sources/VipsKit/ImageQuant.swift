@@ -1,5 +1,5 @@
 import SystemKit
-internal import CSnapShim
+internal import CCodecShim
 import Foundation
 
 /// One RGBA colour.

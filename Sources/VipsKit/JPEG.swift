@@ -1,5 +1,6 @@
 import SystemKit
-internal import CSnapShim
+internal import CJPEGShim
+internal import CKernelShim
 import Foundation
 
 /// The square JPEG, encoded without a libvips pipeline (a budget search tries many qualities).

@@ -1,5 +1,6 @@
 import SystemKit
-internal import CSnapShim
+internal import CJPEGShim
+internal import CKernelShim
 
 /// Something whose decode another thread can stop (a per-image time limit).
 public protocol Killable: AnyObject, Sendable {

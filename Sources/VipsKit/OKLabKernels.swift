@@ -1,4 +1,4 @@
-internal import CSnapShim
+internal import CKernelShim
 
 /// The drawn pixel art's hot loops, in C (`oklab.c`): OKLab of every pixel of the
 /// square, each cell's representative colour, and the k-means of the palette. The

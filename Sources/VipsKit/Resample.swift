@@ -1,5 +1,5 @@
 import SystemKit
-internal import CSnapShim
+internal import CKernelShim
 import Foundation
 
 /// Resampling small images without a libvips pipeline.

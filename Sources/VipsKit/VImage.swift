@@ -1,4 +1,5 @@
-internal import CSnapShim
+internal import CVipsShim
+internal import CKernelShim
 import Foundation
 import SystemKit
 
@@ -21,8 +22,8 @@ public enum CropMode: String, Sendable, CaseIterable, Codable {
 
     var vipsValue: Int32 {
         switch self {
-        case .centre: return Int32(VIPS_INTERESTING_CENTRE.rawValue)
-        case .attention: return Int32(VIPS_INTERESTING_ATTENTION.rawValue)
+        case .centre: return Int32(SNAP_INTERESTING_CENTRE)
+        case .attention: return Int32(SNAP_INTERESTING_ATTENTION)
         }
     }
 }
@@ -36,9 +37,9 @@ public enum Subsample: Sendable {
 
     var vipsValue: Int32 {
         switch self {
-        case .auto: return Int32(VIPS_FOREIGN_SUBSAMPLE_AUTO.rawValue)
-        case .on: return Int32(VIPS_FOREIGN_SUBSAMPLE_ON.rawValue)
-        case .off: return Int32(VIPS_FOREIGN_SUBSAMPLE_OFF.rawValue)
+        case .auto: return Int32(SNAP_SUBSAMPLE_AUTO)
+        case .on: return Int32(SNAP_SUBSAMPLE_ON)
+        case .off: return Int32(SNAP_SUBSAMPLE_OFF)
         }
     }
 }
@@ -46,11 +47,11 @@ public enum Subsample: Sendable {
 /// One libvips image. It owns exactly one reference and drops it in `deinit`;
 /// every operation returns a new image and leaves `self` unchanged.
 public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage pointer; immutable once built, libvips lets threads read one, only kill() writes
-    private let pointer: UnsafeMutablePointer<VipsImage>
+    private let pointer: OpaquePointer
     /// Keeps the encoded bytes alive while libvips may still read them.
     private let source: SourceBuffer?
 
-    private init(_ pointer: UnsafeMutablePointer<VipsImage>, source: SourceBuffer?) {
+    private init(_ pointer: OpaquePointer, source: SourceBuffer?) {
         self.pointer = pointer
         self.source = source
     }
@@ -73,7 +74,7 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     ///   `"access=sequential,shrink=8,fail_on=warning"`.
     public static func load(_ source: SourceBuffer, options: String) throws -> VImage {
         try Vips.start()
-        var out: UnsafeMutablePointer<VipsImage>?
+        var out: OpaquePointer?
         let status = source.withBytes { snap_load($0.baseAddress, $0.count, options, &out) }
         guard status == 0, let out else { throw Vips.takeError("load") }
         return VImage(out, source: source)
@@ -88,7 +89,7 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     /// An 8-bit image from packed pixels (copied): sRGB, B_W (one band) or CMYK.
     static func fromMemory(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, bands: Int, cmyk: Bool) throws -> VImage {
         try Vips.start()
-        var out: UnsafeMutablePointer<VipsImage>?
+        var out: OpaquePointer?
         let status = snap_from_memory(pixels, Int32(width), Int32(height), Int32(bands), cmyk ? 1 : 0, &out)
         guard status == 0, let out else { throw Vips.takeError("from_memory") }
         return VImage(out, source: nil)
@@ -102,10 +103,10 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     public var hasAlpha: Bool { snap_image_has_alpha(pointer) != 0 }
     /// The band format.
     public var format: BandFormat {
-        switch VipsBandFormat(rawValue: snap_image_format(pointer)) {
-        case VIPS_FORMAT_UCHAR: return .uchar
-        case VIPS_FORMAT_USHORT: return .ushort
-        case VIPS_FORMAT_FLOAT: return .float
+        switch Int(snap_image_format(pointer)) {
+        case SNAP_FORMAT_UCHAR: return .uchar
+        case SNAP_FORMAT_USHORT: return .ushort
+        case SNAP_FORMAT_FLOAT: return .float
         default: return .other
         }
     }
@@ -113,14 +114,14 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     public var isUChar: Bool { format == .uchar }
 
     public var interpretation: Interpretation {
-        let raw = VipsInterpretation(rawValue: snap_image_interpretation(pointer))
+        let raw = Int(snap_image_interpretation(pointer))
         switch raw {
-        case VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_RGB: return .srgb
-        case VIPS_INTERPRETATION_RGB16: return .rgb16
-        case VIPS_INTERPRETATION_B_W: return .bw
-        case VIPS_INTERPRETATION_GREY16: return .grey16
-        case VIPS_INTERPRETATION_CMYK: return .cmyk
-        default: return .other(Int(raw.rawValue))
+        case SNAP_INTERPRETATION_sRGB, SNAP_INTERPRETATION_RGB: return .srgb
+        case SNAP_INTERPRETATION_RGB16: return .rgb16
+        case SNAP_INTERPRETATION_B_W: return .bw
+        case SNAP_INTERPRETATION_GREY16: return .grey16
+        case SNAP_INTERPRETATION_CMYK: return .cmyk
+        default: return .other(raw)
         }
     }
 
@@ -141,8 +142,8 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
 
     // MARK: Operations
 
-    private func op(_ name: String, _ body: (UnsafeMutablePointer<VipsImage>, inout UnsafeMutablePointer<VipsImage>?) -> Int32) throws -> VImage {
-        var out: UnsafeMutablePointer<VipsImage>?
+    private func op(_ name: String, _ body: (OpaquePointer, inout OpaquePointer?) -> Int32) throws -> VImage {
+        var out: OpaquePointer?
         guard body(pointer, &out) == 0, let out else { throw Vips.takeError(name) }
         return VImage(out, source: source)
     }
@@ -177,13 +178,13 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     public func castUChar() throws -> VImage { try cast(to: .uchar) }
     /// Converts the band format, clipping (no rescaling).
     public func cast(to format: BandFormat) throws -> VImage {
-        let raw: VipsBandFormat
+        let raw: Int
         switch format {
-        case .uchar: raw = VIPS_FORMAT_UCHAR
-        case .ushort: raw = VIPS_FORMAT_USHORT
-        case .float, .other: raw = VIPS_FORMAT_FLOAT
+        case .uchar: raw = SNAP_FORMAT_UCHAR
+        case .ushort: raw = SNAP_FORMAT_USHORT
+        case .float, .other: raw = SNAP_FORMAT_FLOAT
         }
-        return try op("cast") { snap_cast($0, &$1, Int32(raw.rawValue)) }
+        return try op("cast") { snap_cast($0, &$1, Int32(raw)) }
     }
     /// `self * a + b`, per pixel (the result is float).
     public func linear(_ a: Double, _ b: Double) throws -> VImage { try op("linear") { snap_linear1($0, &$1, a, b) } }
@@ -218,7 +219,7 @@ public final class VImage: @unchecked Sendable {  // @unchecked: a VipsImage poi
     }
 
     /// The libvips image, for a wrapper in this module (the pointer must not escape `body`).
-    func withPointer<T>(_ body: (UnsafeMutablePointer<VipsImage>) throws -> T) rethrows -> T { try body(pointer) }
+    func withPointer<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T { try body(pointer) }
 
     /// The pixels, packed row by row, band by band.
     public func pixels() throws -> [UInt8] {

@@ -1,5 +1,8 @@
 import SystemKit
-internal import CSnapShim
+internal import CVipsShim
+internal import CJPEGShim
+internal import CCodecShim
+internal import CKernelShim
 import Foundation
 import Synchronization
 
@@ -38,6 +41,17 @@ public enum Vips {
     public static var exifVersion: String { String(cString: snap_exif_version()) }
     /// libjpeg-turbo's version (it decodes and encodes the JPEGs).
     public static var jpegVersion: String { String(cString: snap_jpeg_version()) }
+    /// The libjpeg-turbo loaded at run time ("" when it does not say).
+    public static var jpegRuntimeVersion: String { String(cString: snap_jpeg_runtime_version()) }
+    /// Whether SnapThumb's Huffman decoder and paired IDCTs run: they read libjpeg-turbo's
+    /// private structs, so only on a version they were tested against, loaded as built.
+    public static var ownJPEGDecoding: Bool { snap_jpeg_internals_ok() != 0 }
+    /// A sentence when they do not run (libjpeg's own decoding then: the same pixels, more CPU).
+    public static var jpegDecodingNote: String? {
+        if ownJPEGDecoding { return nil }
+        let loaded = jpegRuntimeVersion.isEmpty ? "a libjpeg that does not name its libjpeg-turbo version" : "libjpeg-turbo \(jpegRuntimeVersion)"
+        return "JPEG decoding uses libjpeg's own decoder: \(loaded) is loaded, SnapThumb was built against \(jpegVersion), and its own decoder reads libjpeg-turbo's internals only on versions it was tested against (same pixels, more CPU)"
+    }
 
     /// Print libvips/GLib warnings to stderr (they are counted and dropped otherwise,
     /// because in a shared process they cannot be tied to one image).

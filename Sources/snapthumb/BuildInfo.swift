@@ -62,7 +62,18 @@ extension SnapThumbVersion {
         public var manifestSchema = Manifest.schemaName
         public var pipelineVersion = Recipe.pipelineVersion
         public var libraries: Libraries
+        public var jpegDecoding: JPEGDecoding
         public var build: Build
+
+        /// Whose JPEG decoding runs: SnapThumb's Huffman decoder and paired IDCTs read
+        /// libjpeg-turbo's private structs, so they run only on a tested version, loaded as built.
+        public struct JPEGDecoding: Codable, Sendable, Equatable {
+            /// The libjpeg-turbo loaded now ("" when it does not say).
+            public var libjpegLoaded: String
+            /// True: SnapThumb's own decoder; false: libjpeg's own (`note` says why).
+            public var ownDecoder: Bool
+            public var note: String?
+        }
 
         public struct Libraries: Codable, Sendable, Equatable {
             public var libvips: String
@@ -83,6 +94,7 @@ extension SnapThumbVersion {
         Info(
             libraries: .init(libvips: Vips.version, libexif: Vips.exifVersion, libimagequant: Vips.imagequantVersion,
                              libjpeg: Vips.jpegVersion, zlib: Vips.zlibVersion),
+            jpegDecoding: .init(libjpegLoaded: Vips.jpegRuntimeVersion, ownDecoder: Vips.ownJPEGDecoding, note: Vips.jpegDecodingNote),
             build: .init(swift: swiftVersion, configuration: buildConfiguration, target: targetTriple))
     }
 }

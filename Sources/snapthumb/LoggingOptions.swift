@@ -102,6 +102,9 @@ enum Console {
         LoggingSystem.bootstrap { label in SnapLogHandler(label: label, format: format, level: level) }
         state.withLock { $0.logger = Logger(label: "snapthumb") }
         flushDeferred()
+        if let note = Vips.jpegDecodingNote {
+            state.withLock { $0.logger }.warning("\(note)", metadata: ["snap.libjpeg": "\(Vips.jpegRuntimeVersion)"])
+        }
     }
 
     /// Warnings found before logging is set up (unknown SNAPTHUMB_* variables): said once, in

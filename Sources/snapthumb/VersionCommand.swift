@@ -26,6 +26,7 @@ struct VersionCommand: ParsableCommand {
         snapthumb \(info.version)
         manifest schema: \(info.manifestSchema) (pipeline version \(info.pipelineVersion))
         libvips \(info.libraries.libvips), libexif \(info.libraries.libexif), libimagequant \(info.libraries.libimagequant), libjpeg-turbo \(info.libraries.libjpeg), zlib \(info.libraries.zlib)
+        JPEG decoding: \(info.jpegDecoding.note ?? "SnapThumb's own decoder on libjpeg-turbo \(info.jpegDecoding.libjpegLoaded)")
         built with Swift \(info.build.swift), \(info.build.configuration), for \(info.build.target)
         """)
     }

@@ -3,7 +3,7 @@ import Testing
 @testable import SnapThumbCore
 import VipsKit
 
-/// The drawn style's hot loops run in C (`OKLabKernels`, `Sources/CSnapShim/oklab.c`) for
+/// The drawn style's hot loops run in C (`OKLabKernels`, `Sources/CKernelShim/oklab.c`) for
 /// speed; the pixel art's bytes must not change by it. These tests hold the Swift code the C
 /// replaced, verbatim, and require the same bits from both.
 @Suite("OKLab kernels: bit for bit the Swift they replaced")

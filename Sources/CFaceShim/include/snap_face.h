@@ -1,5 +1,5 @@
 /* CFaceShim: the YuNet face detector (OpenCV's dnn) behind a small C API.
- * The only C++ in SnapThumb, in a target of its own so that CSnapShim stays C and
+ * The only C++ in SnapThumb, in a target of its own so that the other C targets stay C and
  * links no OpenCV; FaceKit is its one Swift caller. */
 #ifndef SNAP_FACE_H
 #define SNAP_FACE_H

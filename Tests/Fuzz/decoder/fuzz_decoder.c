@@ -1,6 +1,6 @@
 /* Differential libFuzzer target for SnapThumb's own JPEG decoding (issue 41, item 3).
  *
- * Each input is decoded by Sources/CSnapShim's decoder twice: the way the program
+ * Each input is decoded by Sources/CJPEGShim's decoder twice: the way the program
  * decodes (our Huffman decoder, jpeg_entropy.c, and the paired IDCTs, jpeg_idct.c,
  * wherever they take the file) and with snap_jpeg_libjpeg_entropy (libjpeg-turbo
  * alone: its Huffman decoder, its IDCTs). Both must agree exactly: the same
@@ -33,7 +33,8 @@
  *
  * Any difference aborts (libFuzzer keeps the input as an artifact); so does any
  * ASan or UBSan report. Built and run by Scripts/fuzz-decoder.sh. */
-#include "snapshim.h"
+#include "jpegshim.h"
+#include "kernelshim.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,25 @@
 /* libvips (opened with dlopen on first need) and GLib: start-up, errors, and one fixed-argument
  * wrapper per variadic libvips call. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include <vips/vips.h>
+#include "vipsshim.h"
+#include "kernelshim.h"
+
+/* The SNAP_ values the header gives Swift are libvips' own. */
+_Static_assert(SNAP_INTERESTING_CENTRE == VIPS_INTERESTING_CENTRE, "VipsInteresting");
+_Static_assert(SNAP_INTERESTING_ATTENTION == VIPS_INTERESTING_ATTENTION, "VipsInteresting");
+_Static_assert(SNAP_SUBSAMPLE_AUTO == VIPS_FOREIGN_SUBSAMPLE_AUTO, "VipsForeignSubsample");
+_Static_assert(SNAP_SUBSAMPLE_ON == VIPS_FOREIGN_SUBSAMPLE_ON, "VipsForeignSubsample");
+_Static_assert(SNAP_SUBSAMPLE_OFF == VIPS_FOREIGN_SUBSAMPLE_OFF, "VipsForeignSubsample");
+_Static_assert(SNAP_FORMAT_UCHAR == VIPS_FORMAT_UCHAR, "VipsBandFormat");
+_Static_assert(SNAP_FORMAT_USHORT == VIPS_FORMAT_USHORT, "VipsBandFormat");
+_Static_assert(SNAP_FORMAT_FLOAT == VIPS_FORMAT_FLOAT, "VipsBandFormat");
+_Static_assert(SNAP_INTERPRETATION_B_W == VIPS_INTERPRETATION_B_W, "VipsInterpretation");
+_Static_assert(SNAP_INTERPRETATION_CMYK == VIPS_INTERPRETATION_CMYK, "VipsInterpretation");
+_Static_assert(SNAP_INTERPRETATION_RGB == VIPS_INTERPRETATION_RGB, "VipsInterpretation");
+_Static_assert(SNAP_INTERPRETATION_sRGB == VIPS_INTERPRETATION_sRGB, "VipsInterpretation");
+_Static_assert(SNAP_INTERPRETATION_GREY16 == VIPS_INTERPRETATION_GREY16, "VipsInterpretation");
+_Static_assert(SNAP_INTERPRETATION_RGB16 == VIPS_INTERPRETATION_RGB16, "VipsInterpretation");
 
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +196,6 @@ snap_error_take(void)
 	return copy;
 }
 
-void snap_free(void *p) { free(p); }
 void snap_unref(VipsImage *image) { if (image) g_object_unref(image); }
 void snap_g_free(void *p) { g_free(p); }
 

@@ -3,7 +3,7 @@
  * same order as the Swift code they replace, in IEEE 754 double precision with
  * contraction off, so every colour is bit for bit the one Swift computed (the
  * tests compare both on the colour cube, random cells and random point sets). */
-#include "snapshim.h"
+#include "kernelshim.h"
 
 #include <math.h>
 #include <stdint.h>

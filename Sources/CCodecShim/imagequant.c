@@ -1,6 +1,6 @@
 /* libimagequant: palettes for the pixel-art grid. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "codecshim.h"
 
 #include <stdlib.h>
 #include <string.h>

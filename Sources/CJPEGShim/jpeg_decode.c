@@ -1,6 +1,7 @@
 /* libjpeg: scaled decoding (the same as libvips' jpegload, without its pipeline). */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "jpegshim.h"
+#include "kernelshim.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -237,7 +238,7 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 	jpeg_start_decompress(c);
 	/* Our Huffman decoder for a baseline single-scan file; libjpeg's otherwise. */
 	j->entropy_used = 0;
-	if (!j->libjpeg_entropy) {
+	if (!j->libjpeg_entropy && snap_jpeg_internals_ok()) {
 		if (!j->entropy)
 			j->entropy = malloc(sizeof(*j->entropy));
 		if (j->entropy && snap_entropy_start(j->entropy, c) == 0) {

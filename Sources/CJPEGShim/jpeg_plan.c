@@ -1,7 +1,8 @@
 /* The square JPEG of a budget search, from one transform (a plan); libjpeg for
  * its types, the reference writer and its version. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "jpegshim.h"
+#include "kernelshim.h"
 
 #include <stdlib.h>
 #include <string.h>

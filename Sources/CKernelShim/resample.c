@@ -1,6 +1,6 @@
 /* Lanczos3 square resampling and orientation of packed RGB (no library). */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "kernelshim.h"
 
 #include <stddef.h>
 #include <stdlib.h>

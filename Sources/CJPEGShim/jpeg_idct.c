@@ -21,7 +21,8 @@
 
 #if defined(__x86_64__) && defined(__clang__)
 #include <immintrin.h>
-#include "snapshim.h"
+#include "jpegshim.h"
+#include "kernelshim.h"
 
 /* The head of libjpeg-turbo's my_coef_controller (jdcoefct.h, which is not
  * installed): the same fields in the same order since libjpeg-turbo 1.0. */

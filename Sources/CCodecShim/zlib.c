@@ -1,6 +1,6 @@
 /* zlib: CRC-32 and deflate for the palette PNGs. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "codecshim.h"
 
 #include <stdlib.h>
 #include <string.h>

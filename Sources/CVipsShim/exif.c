@@ -1,6 +1,6 @@
 /* libexif: the EXIF orientation tag. */
 #define _GNU_SOURCE 1
-#include "snapshim.h"
+#include "vipsshim.h"
 
 #include <libexif/exif-data.h>
 
