@@ -36,12 +36,16 @@ struct OperationsTests {
         #expect(info.build.target.contains("-linux-"))
         #expect(info.build.swift.first?.isNumber == true)
         let object = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any]
-        #expect(Set(object?.keys.map { $0 } ?? []) == ["name", "version", "manifestSchema", "pipelineVersion", "libraries", "build"])
+        #expect(Set(object?.keys.map { $0 } ?? []) == ["name", "version", "manifestSchema", "pipelineVersion", "libraries", "jpegDecoding", "build"])
+        // Whose JPEG decoding runs, and on which libjpeg-turbo (issue 42).
+        #expect(info.jpegDecoding.libjpegLoaded == Vips.jpegRuntimeVersion)
+        #expect(info.jpegDecoding.ownDecoder == Vips.ownJPEGDecoding)
 
         let text = try CLI.run(["version"])
         #expect(text.status == 0)
         #expect(text.stdout.hasPrefix("snapthumb \(SnapThumbVersion.current)\n"))
         #expect(text.stdout.contains("libexif \(info.libraries.libexif)"))
+        #expect(text.stdout.contains("JPEG decoding: "))
     }
 
     @Test("manifests name the SnapThumb that wrote them; equal versions still give identical bytes")
