@@ -9,8 +9,7 @@ extension PipelineStep {
         snap.square = try squarePixels(snap, side: snap.settings.square.size, attentionAt: &attentionAt)
         // Where libvips' attention cut, in the upright original's pixels, for the manifest.
         if let at = attentionAt, var crop = snap.crop, crop.source == .attention, let header = snap.header, let image = snap.image {
-            let swaps = OrientationFix(exif: header.orientation).swapsAxes
-            let fullWidth = swaps ? header.height : header.width, fullHeight = swaps ? header.width : header.height
+            let (fullWidth, fullHeight) = header.upright
             let scale = Double(fullWidth) / Double(max(1, image.size.0)), side = min(fullWidth, fullHeight)
             crop.left = min(fullWidth - side, Int((Double(at.left) * scale).rounded()))
             crop.top = min(fullHeight - side, Int((Double(at.top) * scale).rounded()))
@@ -28,7 +27,9 @@ func squarePixels(_ snap: Snap, side: Int) throws -> [UInt8] {
 
 func squarePixels(_ snap: Snap, side: Int, attentionAt: inout (left: Int, top: Int)?) throws -> [UInt8] {
     let image = try snap.required(snap.image, "the upright image")
-    if let placed = snap.placement, case .rgb(let packed) = image { return try placedSquare(packed, at: placed, side: side) }
+    if let p = snap.placement, case .rgb(let packed) = image {
+        return try Resample.square(rgb: packed.pixels, width: packed.width, left: p.left, top: p.top, cut: p.side, side: side)
+    }
     return try squarePixels(image, side: side, crop: snap.settings.square.crop, onImage: snap.onImage, attentionAt: &attentionAt)
 }
 
