@@ -16,6 +16,10 @@ public struct BenchReport: Sendable {
     public var date = Date()
     /// 1-minute load average before and after: how busy the machine was.
     public var loadAverage = (before: 0.0, after: 0.0)
+    /// The faces step alone (issue 38), measured in this process on one thread over every
+    /// file after the rounds: CPU ms per image, images, and the model's one load in ms.
+    /// Nil with `--faces off`.
+    public var facesStage: (msPerImage: Double, images: Int, modelLoadMs: Double)?
     /// The CPUs each job count's runs were confined to (none: free to use all).
     public var cpuSets: [Int: [Int]] = [:]
     /// Files per format when the set holds several (`FormatGroup.split`): each was also
@@ -163,6 +167,10 @@ public struct BenchReport: Sendable {
             lines.append(String(format: "%@: encodes mean %.2f max %d, mean %.0f bytes, %d over budget, %d degraded (%d images)",
                                 name, v.encodesMean, v.encodesMax, v.bytesMean, v.overBudget, v.degraded, v.count))
         }
+        if let faces = facesStage {
+            lines.append(String(format: "stage faces (face detection, in-process, one thread): %.2f ms CPU per image over %d images; model load %.1f ms once per worker",
+                                faces.msPerImage, faces.images, faces.modelLoadMs))
+        }
         let growth = rssGrowthAfterWarmup
         if !growth.isEmpty {
             lines.append("peak RSS growth after warm-up (first tenth of the files), per round: "
@@ -240,6 +248,9 @@ public struct BenchReport: Sendable {
         if let square = variants["square100"] {
             doc["encodes_mean"] = round3(square.encodesMean)
             doc["encodes_max"] = square.encodesMax
+        }
+        if let faces = facesStage {
+            doc["facesStage"] = ["cpuMsPerImage": faces.msPerImage, "images": faces.images, "modelLoadMs": faces.modelLoadMs]
         }
         doc["variants"] = variants.mapValues { v -> [String: Any] in
             ["images": v.count, "encodes_mean": round3(v.encodesMean), "encodes_max": v.encodesMax,

@@ -1,5 +1,5 @@
 import Foundation
-import SnapThumbCore
+@_spi(Benchmarks) import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
 import VipsKit
@@ -173,6 +173,7 @@ public struct Bench: Sendable {
         }
         report.date = started
         report.loadAverage = (loadBefore, Self.loadAverage())
+        if pipeline.settings.square.faces { report.facesStage = try facesStage() }
         return report
     }
 
@@ -204,6 +205,20 @@ public struct Bench: Sendable {
             // group commit syncs the whole filesystem).
             _ = FileSystem.syncfs(options.tempDirectory)
         }
+    }
+
+    /// The faces step alone, in this process after the rounds (their CPU is every process's,
+    /// so one step cannot be told apart there): CPU ms per image over the files that decode.
+    private func facesStage() throws -> (msPerImage: Double, images: Int, modelLoadMs: Double) {
+        let load = try BenchmarkSupport.loadFaceModel()
+        var total = 0.0, images = 0
+        for entry in files {
+            guard let source = try? InputFile.read(entry.path, limit: pipeline.settings.limits.maxInputBytes),
+                  let ms = try? BenchmarkSupport.facesStageMilliseconds(source, settings: pipeline.settings) else { continue }
+            total += ms
+            images += 1
+        }
+        return (images > 0 ? total / Double(images) : 0, images, load)
     }
 
     /// The CPUs for a run at `jobs`: the first `jobs` of those allowed, or nil to

@@ -1,6 +1,7 @@
 import Foundation
 import VipsKit
 import SystemKit
+import FaceKit
 
 /// The pipeline's steps in groups, for the stage benchmarks in `Benchmarks/`
 /// (`@_spi(Benchmarks) import SnapThumbCore`): the same `Pipeline.steps` the
@@ -31,6 +32,30 @@ import SystemKit
         snap.square = rgb
         try Pipeline.run(stage(["grid", "pixel art"]), on: &snap)
         return snap.encoded.reduce(0) { $0 + $1.fitted.bytes.count }
+    }
+
+    /// The faces step's CPU time in ms on this thread (decode, colour and orient first, not
+    /// counted): `bench`'s faces stage. The first call on a thread also loads the model; call
+    /// `loadFaceModel` first to keep that apart.
+    public static func facesStageMilliseconds(_ source: SourceBuffer, settings: Settings = Settings()) throws -> Double {
+        var snap = Snap(source: source, settings: settings)
+        try Pipeline.run(stage(through: "orient"), on: &snap)
+        let start = threadCPUMilliseconds()
+        try Pipeline.run(stage(["faces"]), on: &snap)
+        return threadCPUMilliseconds() - start
+    }
+
+    /// Loads the face model on this thread; its CPU time in ms.
+    public static func loadFaceModel() throws -> Double {
+        let start = threadCPUMilliseconds()
+        try FaceDetector.prepare()
+        return threadCPUMilliseconds() - start
+    }
+
+    static func threadCPUMilliseconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) * 1000 + Double(t.tv_nsec) / 1e6
     }
 
     /// The whole pipeline on encoded bytes, nothing stored.

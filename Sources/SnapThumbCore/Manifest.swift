@@ -47,7 +47,7 @@ public struct CropInfo: Sendable, Equatable, Codable {
     /// What placed the square: faces were found and kept, or the fallback crop.
     public enum Source: String, Sendable, Codable { case faces, attention, centre }
     public var source: Source
-    /// The rectangle; absent for `attention` (libvips does not say where it cut).
+    /// The rectangle (for `attention`, from the offsets libvips' thumbnail reports).
     public var left: Int?, top: Int?, width: Int?, height: Int?
     /// How many faces the detector found (absent when detection is off).
     public var faces: Int?

@@ -29,6 +29,18 @@ public enum Resample {
         return out
     }
 
+    /// The `cut`×`cut` square at (`left`, `top`) of packed 8-bit RGB `width` pixels wide,
+    /// scaled to `side` (Lanczos3; the square's own edge pixels are repeated past its edges).
+    public static func square(rgb: [UInt8], width: Int, left: Int, top: Int, cut: Int, side: Int) throws -> [UInt8] {
+        var square = [UInt8]()
+        square.reserveCapacity(cut * cut * 3)
+        for y in top..<(top + cut) {
+            let start = (y * width + left) * 3
+            square.append(contentsOf: rgb[start..<(start + cut * 3)])
+        }
+        return try squareCentre(rgb: square, width: cut, height: cut, side: side)
+    }
+
     /// Packed 8-bit RGB rotated clockwise by `rotate` degrees (0, 90, 180, 270),
     /// then mirrored left–right if `flip`: the same pixels as `rotated` then
     /// `flippedHorizontally` on a `VImage`, without a libvips pipeline.

@@ -71,6 +71,10 @@ struct BenchTests {
         #expect(number("peak_rss_bytes") > 0)
         #expect(number("encodes_mean") >= 1)
         #expect(number("over_budget") == 0)
+        // Face detection as a stage of its own (issue 38): every sample SnapThumb reads, a cost above zero.
+        let faces = try #require(doc["facesStage"] as? [String: Any], "no facesStage in \(doc.keys.sorted())")
+        #expect((faces["cpuMsPerImage"] as? NSNumber)?.doubleValue ?? 0 > 0)
+        #expect((faces["images"] as? Int ?? 0) >= 10)
         // The floor decodes the JPEG samples only; SnapThumb spends more CPU per image than it.
         let jpegs = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.filter {
             (try? Fixtures.bytes($0.path).prefix(3)).map(Array.init) == [0xFF, 0xD8, 0xFF]

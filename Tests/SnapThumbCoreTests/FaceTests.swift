@@ -93,7 +93,17 @@ struct FaceTests {
         #expect(crop.source == .faces && crop.left == 0 && crop.width == 600)
         #expect(FaceSquare.inside(Self.tallPortrait, left: 0, top: Double(crop.top!), side: 600) >= 0.9)
         let attention = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg"))) { $0.square.crop = .attention }
-        #expect(attention.manifest.crop == CropInfo(source: .attention, faces: 0))
+        // libvips says where attention cut (its thumbnail's offsets): the rectangle in the original.
+        let cut = try #require(attention.manifest.crop)
+        #expect(cut.source == .attention && cut.faces == 0 && cut.left == 0 && cut.width == 1080 && cut.height == 1080)
+        #expect((0...360).contains(cut.top ?? -1), "\(cut)")
+        let wide = try Fixtures.process(Fixtures.bytes(Fixtures.sample("people/side-person.jpg"))) {
+            $0.square.crop = .attention; $0.square.faces = false
+        }
+        let wideCut = try #require(wide.manifest.crop)
+        let wideLeft = wideCut.left ?? -1
+        #expect((200...260).contains(wideLeft), "libvips' own smartcrop of the full image cuts at 240: \(wideCut)")
+        #expect(wideCut.top == 0 && wideCut.width == 720)
         let centre = try Fixtures.process(Fixtures.bytes(Fixtures.sample("snaps/phone-portrait.jpg")))
         #expect(centre.manifest.crop == CropInfo(source: .centre, left: 0, top: 180, width: 1080, height: 1080, faces: 0))
     }

@@ -289,6 +289,9 @@ struct ImageHeader {
         }
     }
 
+    /// Width and height after orientation.
+    var upright: (width: Int, height: Int) { OrientationFix(exif: orientation).swapsAxes ? (height, width) : (width, height) }
+
     /// The manifest's `source` object: displayed size, after orientation.
     func sourceInfo(_ source: SourceBuffer, digest: String) -> SourceInfo {
         let swapsAxes = OrientationFix(exif: orientation).swapsAxes

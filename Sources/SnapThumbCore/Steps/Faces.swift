@@ -18,8 +18,7 @@ extension PipelineStep {
             snap.image = image
         }
         // The crop's rectangle in the upright original's pixels.
-        let swaps = OrientationFix(exif: header.orientation).swapsAxes
-        let fullWidth = swaps ? header.height : header.width, fullHeight = swaps ? header.width : header.height
+        let (fullWidth, fullHeight) = header.upright
         let (width, height) = image.size
         let scale = Double(fullWidth) / Double(max(1, width)), fullSide = min(fullWidth, fullHeight)
         let found = detect ? snap.faces.count : nil
@@ -58,15 +57,4 @@ extension WorkingImage {
         case .vips(let image): return (image.width, image.height)
         }
     }
-}
-
-/// The `side`×`side` square of the faces' placement, resampled from whole packed RGB.
-func placedSquare(_ packed: PackedRGB, at placed: (left: Int, top: Int, side: Int), side: Int) throws -> [UInt8] {
-    var cut = [UInt8]()
-    cut.reserveCapacity(placed.side * placed.side * 3)
-    for y in placed.top..<(placed.top + placed.side) {
-        let start = (y * packed.width + placed.left) * 3
-        cut.append(contentsOf: packed.pixels[start..<(start + placed.side * 3)])
-    }
-    return try Resample.squareCentre(rgb: cut, width: placed.side, height: placed.side, side: side)
 }

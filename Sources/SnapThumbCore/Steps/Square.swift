@@ -5,15 +5,32 @@ extension PipelineStep {
     /// The square crop (around the faces, else centre or attention) resampled to
     /// `square.size`: square100's pixels, and the grid's when the sizes match.
     static let square = PipelineStep(name: "square") { snap in
-        snap.square = try squarePixels(snap, side: snap.settings.square.size)
+        var attentionAt: (left: Int, top: Int)?
+        snap.square = try squarePixels(snap, side: snap.settings.square.size, attentionAt: &attentionAt)
+        // Where libvips' attention cut, in the upright original's pixels, for the manifest.
+        if let at = attentionAt, var crop = snap.crop, crop.source == .attention, let header = snap.header, let image = snap.image {
+            let (fullWidth, fullHeight) = header.upright
+            let scale = Double(fullWidth) / Double(max(1, image.size.0)), side = min(fullWidth, fullHeight)
+            crop.left = min(fullWidth - side, Int((Double(at.left) * scale).rounded()))
+            crop.top = min(fullHeight - side, Int((Double(at.top) * scale).rounded()))
+            (crop.width, crop.height) = (side, side)
+            snap.crop = crop
+        }
     }
 }
 
 /// The snap's square at `side` pixels: where the faces step placed it, else by `square.crop`.
 func squarePixels(_ snap: Snap, side: Int) throws -> [UInt8] {
+    var ignored: (left: Int, top: Int)?
+    return try squarePixels(snap, side: side, attentionAt: &ignored)
+}
+
+func squarePixels(_ snap: Snap, side: Int, attentionAt: inout (left: Int, top: Int)?) throws -> [UInt8] {
     let image = try snap.required(snap.image, "the upright image")
-    if let placed = snap.placement, case .rgb(let packed) = image { return try placedSquare(packed, at: placed, side: side) }
-    return try squarePixels(image, side: side, crop: snap.settings.square.crop, onImage: snap.onImage)
+    if let p = snap.placement, case .rgb(let packed) = image {
+        return try Resample.square(rgb: packed.pixels, width: packed.width, left: p.left, top: p.top, cut: p.side, side: side)
+    }
+    return try squarePixels(image, side: side, crop: snap.settings.square.crop, onImage: snap.onImage, attentionAt: &attentionAt)
 }
 
 /// The square crop as packed RGB. The centre crop is resampled here: libvips'
@@ -25,7 +42,15 @@ func squarePixels(_ snap: Snap, side: Int) throws -> [UInt8] {
 /// and `attention` measures every pixel of that, so a 65000×1 strip cost 42 s and
 /// 2.5 GB. The window bounds that at `side` × `maxCropAspect · side` pixels; a
 /// centre crop is the same with or without it.
+/// `attentionAt` receives the top-left corner of libvips' crop in `image`'s pixels (its
+/// thumbnail says where it cut in `xoffset`/`yoffset`, negated, in the scaled image).
 func squarePixels(_ image: WorkingImage, side: Int, crop: CropMode, onImage: (any Killable) -> Void = { _ in }) throws -> [UInt8] {
+    var ignored: (left: Int, top: Int)?
+    return try squarePixels(image, side: side, crop: crop, onImage: onImage, attentionAt: &ignored)
+}
+
+func squarePixels(_ image: WorkingImage, side: Int, crop: CropMode, onImage: (any Killable) -> Void = { _ in },
+                  attentionAt: inout (left: Int, top: Int)?) throws -> [UInt8] {
     switch image {
     case .rgb(let packed) where crop == .centre:
         return try Resample.squareCentre(rgb: packed.pixels, region: packed.region, fullWidth: packed.width,
@@ -41,6 +66,9 @@ func squarePixels(_ image: WorkingImage, side: Int, crop: CropMode, onImage: (an
         let thumbnail = try source.thumbnail(width: side, height: side, crop: crop)
         // Under the per-image time limit like the decode.
         onImage(thumbnail)
+        let scale = Double(min(window.width, window.height)) / Double(side)
+        attentionAt = (window.left + Int((Double(-(thumbnail.int("xoffset") ?? 0)) * scale).rounded()),
+                       window.top + Int((Double(-(thumbnail.int("yoffset") ?? 0)) * scale).rounded()))
         return try thumbnail.pixels()
     }
 }
