@@ -39,7 +39,7 @@ struct SnapThumb: ParsableCommand {
         version: SnapThumbVersion.current,
         subcommands: [ProcessCommand.self, BackfillCommand.self, VerifyCommand.self, WatchCommand.self, ConsumeCommand.self, BenchCommand.self,
                       ConfigCommand.self, VersionCommand.self, WorkerCommand.self, DecodeFloorCommand.self,
-                      LsCommand.self, GetCommand.self, GcCommand.self]
+                      LsCommand.self, GetCommand.self, GcCommand.self, RedriveCommand.self]
     )
 }
 
