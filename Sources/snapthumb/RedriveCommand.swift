@@ -233,7 +233,7 @@ enum Redrive {
         }
         // Not a letter: an event the queue's own redrive policy moved here goes back as it is.
         if let events = S3EventDecoder.decode(body), let first = events.first {
-            if case .objectCreated(let bucket, let key, _, _) = first {
+            if case .objectCreated(let bucket, let key, _, _, _) = first {
                 return .send(Event(body: body, object: "s3://\(bucket)/\(key)" + (events.count > 1 ? " (+\(events.count - 1))" : ""), code: nil))
             }
             return .leave("a bucket event that creates nothing")
