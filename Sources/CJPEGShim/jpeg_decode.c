@@ -219,6 +219,26 @@ snap_jpeg_reread(struct snap_jpeg *j)
  * conversion of the rows above and below it (their entropy-coded data is still
  * read, so damage there is found as before) and crops columns, moving the left
  * edge to an iMCU boundary; region[] is then set to what was decoded. */
+
+/* libjpeg-turbo 2.1 crops wrongly (jpeg_crop_scanline) a component that it decodes with
+ * a larger IDCT and still upsamples: 4:1:0 files at 1/2 and 1/4 came out with the
+ * region's colours wrong over most of its width (a green half square). Such files are
+ * decoded at full width instead; the region is then all of it
+ * (Tests/Fuzz/decoder-known/crop-4x2.jpg). */
+static int
+snap_crop_miscolours(const struct jpeg_decompress_struct *c)
+{
+	for (int ci = 0; ci < c->num_components; ci++) {
+		const jpeg_component_info *k = &c->comp_info[ci];
+		int scaled = k->DCT_scaled_size;
+		int upsampled = c->max_h_samp_factor * c->min_DCT_scaled_size > k->h_samp_factor * scaled ||
+		                c->max_v_samp_factor * c->min_DCT_scaled_size > k->v_samp_factor * scaled;
+		if (c->min_DCT_scaled_size > 1 && scaled != c->min_DCT_scaled_size && upsampled)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capacity, unsigned char **out,
                     int *width, int *height, int *bands, int *cmyk, int *region)
@@ -256,7 +276,7 @@ snap_jpeg_decode_to(snap_jpeg *j, int shrink, unsigned char *given, size_t capac
 	if (region && region[2] > 0 && region[3] > 0) {
 		if (region[0] < 0 || region[1] < 0 || region[0] + region[2] > w || region[1] + region[3] > h)
 			snap_jpeg_stop(j, "decode region outside the image");
-		if (region[2] < w) {
+		if (region[2] < w && !snap_crop_miscolours(c)) {
 			JDIMENSION x = (JDIMENSION) region[0], cw = (JDIMENSION) region[2];
 			jpeg_crop_scanline(c, &x, &cw);
 			left = (int) x;

@@ -36,6 +36,18 @@ struct CentreDecodeTests {
         #expect(try BenchmarkSupport.decodeSquare(bytes, settings: settings) == Self.wholeSquare(bytes))
     }
 
+    @Test("a 4:1:0 JPEG, which libjpeg-turbo 2.1 crops with wrong colours at 1/2 and 1/4, is decoded at full width: the same square as a whole decode")
+    func fourOneZeroIsNotCropped() throws {
+        // Tests/Fuzz/decoder-known/crop-4x2.jpg: 720×540, luma sampled 4×2 (`cjpeg -sample 4x2`), decoded at 1/2.
+        let bytes = try Fixtures.bytes("\(Fixtures.root)/Tests/Fuzz/decoder-known/crop-4x2.jpg")
+        var settings = Settings()
+        settings.square.faces = false
+        let (_, image) = try DecodeStep.run(SourceBuffer(bytes), settings: settings, need: 100)
+        guard case .rgb(let packed) = image else { Issue.record("the file did not take the packed path"); return }
+        #expect(packed.region.width == packed.width, "no columns cropped")
+        #expect(try BenchmarkSupport.decodeSquare(bytes, settings: settings) == Self.wholeSquare(bytes))
+    }
+
     @Test("the region holds the centre square and the resampler's reach at every size the pipeline cuts")
     func regionCoversTheTaps() throws {
         #expect(DecodeStep.centreRegion(width: 270, height: 360, smallestSide: 100) != nil)

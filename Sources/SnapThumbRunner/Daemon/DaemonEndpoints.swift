@@ -11,7 +11,7 @@ import Prometheus
 /// - `GET /metrics`: the registry in Prometheus' text format, the very metrics the textfile holds.
 ///
 /// Served by Hummingbird 2 on SwiftNIO (event loops of their own; nothing here blocks a
-/// cooperative thread); anything else is 404. Why Hummingbird and not a smaller server:
+/// cooperative thread), its tasks on a thread of their own (`EndpointsExecutor`); anything else is 404. Why Hummingbird and not a smaller server:
 /// docs/operations.md, "HTTP endpoints".
 public final class DaemonEndpoints: Sendable {
     /// Where it listens, with the port the kernel chose for port 0.
@@ -62,7 +62,9 @@ public final class DaemonEndpoints: Sendable {
                 event.yield(.success(bound))
             },
             logger: quiet)
-        let task = Task {
+        // The server's tasks (a connection's, a request's) prefer a thread of their own: a probe
+        // is answered even when every cooperative thread is busy or blocked.
+        let task = Task(executorPreference: EndpointsExecutor.shared) {
             do {
                 try await app.run()
                 event.yield(.failure(ListenAddressError("the HTTP server stopped")))
@@ -91,5 +93,18 @@ public final class DaemonEndpoints: Sendable {
     private static func text(_ status: HTTPResponse.Status, _ text: String) -> Response {
         Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"],
                  body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// One serial queue that runs the endpoints' tasks (they inherit the preference): the probes
+/// do not wait for the cooperative pool, which a daemon or a test process may keep busy.
+final class EndpointsExecutor: TaskExecutor, Sendable {
+    static let shared = EndpointsExecutor()
+    private let queue = DispatchQueue(label: "snapthumb-endpoints")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
     }
 }
