@@ -2,7 +2,8 @@
 """Faces in the pixel art (issue 38): drawn, retro and soft against PixelOE and the plain box
 average on the same squares of make_people.py's photos.
 
-    face_measures.py --snapthumb BIN --dir DIR --pixeloe shared/tools/pixeloe [--limit N]
+    face_measures.py --snapthumb BIN --dir DIR [--pixeloe shared/tools/pixeloe] [--limit N]
+    (FACES_ONLY=1: only the photos whose square came from faces)
 
 For each photo the square is the manifest's own crop rectangle of the original (Lanczos to
 100 px, as the pipeline); face cells are the cells whose centre lies in a known face box.
@@ -59,11 +60,12 @@ def face_measures(grid, avg, mask):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--snapthumb", required=True); ap.add_argument("--dir", required=True); ap.add_argument("--pixeloe", required=True)
+    ap.add_argument("--snapthumb", required=True); ap.add_argument("--dir", required=True); ap.add_argument("--pixeloe", help="shared/tools/pixeloe, for PixelOE beside the styles")
     ap.add_argument("--limit", type=int, default=0)
     a = ap.parse_args()
-    sys.path.insert(0, a.pixeloe)
-    import pixeloe_anchor
+    if a.pixeloe:
+        sys.path.insert(0, a.pixeloe)
+        import pixeloe_anchor
     truth = {}
     for line in open(os.path.join(a.dir, "truth.tsv")):
         p = line.rstrip("\n").split("\t")
@@ -83,7 +85,7 @@ def main():
                 grids[(style, n)] = np.asarray(Image.open(blob).convert("RGB")).astype(float)
     if os.environ.get("FACES_ONLY"):
         names = [n for n in names if crops[n]["source"] == "faces"]
-    rows = {k: [] for k in ("drawn", "retro", "soft", "pixeloe", "average")}
+    rows = {k: [] for k in ("drawn", "retro", "soft", "average") + (("pixeloe",) if a.pixeloe else ())}
     art = {k: [] for k in rows}
     for n in names:
         c = crops[n]
@@ -92,7 +94,8 @@ def main():
         sq100 = np.asarray(square.resize((100, 100), Image.LANCZOS))
         avg = box_average(sq100, 25)
         mask = face_mask(truth[n], c["left"], c["top"], c["width"])
-        grids[("pixeloe", n)] = np.asarray(pixeloe_anchor.pixelize25(square).convert("RGB")).astype(float)
+        if a.pixeloe:
+            grids[("pixeloe", n)] = np.asarray(pixeloe_anchor.pixelize25(square).convert("RGB")).astype(float)
         grids[("average", n)] = avg
         for k in rows:
             rows[k].append(face_measures(grids[(k, n)], avg, mask))

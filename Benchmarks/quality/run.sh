@@ -8,13 +8,20 @@
 #   --modern avif|heic and --modern-efforts 0,2,4 for the modern square beside square100, with
 #   avifenc speed 6 as an anchor when it is installed; --pixel-styles drawn,soft,retro for the
 #   pixel-art measures, default all three, "" for none).
+#   --people DIR (photos of people with truth.tsv, from make_people.py): afterwards the face
+#   measures too, how many faces stay in the square (faces_eval.py) and faces in the pixel art
+#   (face_measures.py), with PixelOE beside them when --pixeloe DIR (shared/tools/pixeloe) is given
+#   (PixelOE needs opencv-python-headless in the venv).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 COUNT=40
+PEOPLE="" PIXELOE=""
 args=() photos=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --count) COUNT="$2"; shift 2 ;;
+    --people) PEOPLE="$2"; shift 2 ;;
+    --pixeloe) PIXELOE="$2"; shift 2 ;;
     --*) args+=("$1" "$2"); shift 2 ;;
     *) photos+=("$1"); shift ;;
   esac
@@ -26,5 +33,9 @@ if [[ ${#photos[@]} -eq 0 ]]; then
   [[ -d "$REPO/.corpus/snaps" ]] || "$REPO/Scripts/make-corpus.sh" >&2
   mapfile -t photos < <(ls "$REPO/.corpus/snaps"/*.jpg | sort | head -n "$COUNT")
 fi
-exec "$REPO/Benchmarks/quality/.venv/bin/python" "$REPO/Benchmarks/quality/quality.py" \
-  --snapthumb "$BIN" "${args[@]}" "${photos[@]}"
+PY="$REPO/Benchmarks/quality/.venv/bin/python"
+"$PY" "$REPO/Benchmarks/quality/quality.py" --snapthumb "$BIN" "${args[@]}" "${photos[@]}"
+if [[ -n "$PEOPLE" ]]; then
+  "$PY" "$REPO/Benchmarks/quality/faces_eval.py" --snapthumb "$BIN" --dir "$PEOPLE"
+  "$PY" "$REPO/Benchmarks/quality/face_measures.py" --snapthumb "$BIN" --dir "$PEOPLE" ${PIXELOE:+--pixeloe "$PIXELOE"}
+fi

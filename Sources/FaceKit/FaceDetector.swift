@@ -29,7 +29,8 @@ public struct FaceDetectorError: Error, Sendable, CustomStringConvertible {
 
 /// YuNet, a small convolutional face detector (MIT; model/README.md in CFaceShim), run by
 /// OpenCV's dnn module on one thread. The model is built into the binary and loaded once per
-/// thread, on first use. Deterministic: the same pixels give the same boxes.
+/// thread, on first use. Deterministic: the same pixels give the same boxes on the same kind of
+/// CPU (see `detect` for other kinds).
 public enum FaceDetector {
     /// The short side of the copy the network looks at. At 96 px a snap's detection costs
     /// about a millisecond of CPU (docs/pixel-art.md: Faces); faces from about a tenth of
@@ -52,8 +53,12 @@ public enum FaceDetector {
             }
         }
         guard count >= 0 else { throw FaceDetectorError(message: text(error)) }
+        // Whole pixels: OpenCV picks its kernels by CPU (AVX2, AVX-512), and their sums may
+        // differ in the last bits between machines; rounded, the boxes (and so the square and the
+        // grid) differ only when an edge lies within that much of a half pixel.
         return boxes.prefix(Int(count)).map {
-            FaceBox(x: Double($0.x), y: Double($0.y), width: Double($0.width), height: Double($0.height), score: Double($0.score))
+            FaceBox(x: Double($0.x).rounded(), y: Double($0.y).rounded(), width: Double($0.width).rounded(),
+                    height: Double($0.height).rounded(), score: (Double($0.score) * 1000).rounded() / 1000)
         }
     }
 
