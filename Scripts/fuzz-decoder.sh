@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 seeds=Tests/Fuzz/decoder-corpus
 out=.build-fuzz
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# {0,1}//'; }
+usage() { sed -n '2,16p' "$0"; }
 
 # ---- The seed corpus: small JPEGs of every layout the decoders branch on.
 if [ "${1:-}" = --make-corpus ]; then
