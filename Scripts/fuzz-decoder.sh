@@ -7,7 +7,7 @@
 #
 #   Scripts/fuzz-decoder.sh SECONDS          build, then fuzz for SECONDS from the seed corpus
 #   Scripts/fuzz-decoder.sh --replay FILE... build, then run each file once (a reproducer)
-#   Scripts/fuzz-decoder.sh --make-corpus    rewrites Tests/Fuzz/decoder-corpus (needs cjpeg, jpegtran: libjpeg-turbo-progs)
+#   Scripts/fuzz-decoder.sh --make-corpus    rewrites Tests/Fuzz/decoder-corpus (installs libjpeg-turbo-progs' cjpeg)
 #   FUZZ_JOBS=2                              parallel fuzzing processes (default 1)
 #   SNAP_FUZZ_STRICT=1                       compare the documented differences too
 #
@@ -20,12 +20,19 @@ cd "$(dirname "$0")/.."
 seeds=Tests/Fuzz/decoder-corpus
 out=.build-fuzz
 
-usage() { sed -n '2,17p' "$0"; }
+usage() { sed -n '2,16p' "$0"; }
 
 # ---- The seed corpus: small JPEGs of every layout the decoders branch on.
 if [ "${1:-}" = --make-corpus ]; then
-  command -v cjpeg >/dev/null && command -v jpegtran >/dev/null && command -v vips >/dev/null || {
-    echo "fuzz-decoder: --make-corpus needs cjpeg and jpegtran (libjpeg-turbo-progs) and vips (libvips-tools)" >&2; exit 1; }
+  # cjpeg and jpegtran write the layouts libvips cannot (4:1:1, 4:4:0, arithmetic, restart intervals).
+  if ! command -v cjpeg >/dev/null || ! command -v jpegtran >/dev/null || ! command -v vips >/dev/null; then
+    echo "fuzz-decoder: installing libjpeg-turbo-progs and libvips-tools" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends libjpeg-turbo-progs libvips-tools >/dev/null
+  fi
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   # Two small pictures (a photo and an EXIF-rotated one), as binary PPM and grey PGM, at sizes
