@@ -15,7 +15,12 @@ public struct S3StoreScheme: StoreScheme {
         _ = try S3Configuration.parseURL(String(argument.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]))
     }
 
-    public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend {
+    public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend { try bucket(argument, options) }
+
+    /// The same store (its access checked once); its inventory is `S3Inventory.swift`'s.
+    public func openInventory(_ argument: String, options: StoreOpenOptions) throws -> any StoreInventory { try bucket(argument, options) }
+
+    private func bucket(_ argument: String, _ options: StoreOpenOptions) throws -> S3Store {
         try S3Store.open(argument, cloud: options.cloud, onConflict: options.onConflict,
                          allowUnconditionalWrites: options.allowUnconditionalWrites, logger: options.logger)
     }
