@@ -1,7 +1,8 @@
 import Foundation
 
 /// How hard to retry a request: capped exponential backoff with full jitter, as the AWS
-/// SDKs and Google's client libraries do. The bucket store, SQS and Pub/Sub share it.
+/// SDKs and Google's client libraries do. The bucket store, SQS, Pub/Sub and token requests
+/// share it, through `RetryExecutor`; what is worth a retry is each client's own call.
 public struct RetryPolicy: Sendable {
     /// Attempts per request, the first included.
     public var attempts: Int
@@ -17,13 +18,11 @@ public struct RetryPolicy: Sendable {
         self.requestTimeout = requestTimeout
     }
 
-    /// The wait before retry number `retry` (1-based): uniform in [0, min(cap, base * 2^retry)].
-    public func delay(retry: Int) -> Double {
-        Double.random(in: 0 ... min(cap, base * pow(2, Double(min(retry, 30)))))
+    /// The longest wait before retry number `retry` (1-based): min(cap, base * 2^retry) seconds.
+    public func bound(retry: Int) -> Double {
+        min(cap, base * pow(2, Double(min(retry, 30))))
     }
 
-    /// Statuses worth another try: timeouts, throttling and the server's own failures.
-    public static func isRetryable(status: Int) -> Bool {
-        status == 408 || status == 429 || status >= 500
-    }
+    /// An executor of this policy on the monotonic clock.
+    public var executor: RetryExecutor { RetryExecutor(policy: self) }
 }
