@@ -8,14 +8,11 @@ public struct RetryPolicy: Sendable {
     public var attempts: Int
     public var base: Double
     public var cap: Double
-    /// Seconds without a byte before a request fails as timed out (the bucket store's).
-    public var requestTimeout: Double
 
-    public init(attempts: Int = 6, base: Double = 0.1, cap: Double = 5, requestTimeout: Double = 30) {
+    public init(attempts: Int = 6, base: Double = 0.1, cap: Double = 5) {
         self.attempts = max(1, attempts)
         self.base = base
         self.cap = cap
-        self.requestTimeout = requestTimeout
     }
 
     /// The longest wait before retry number `retry` (1-based): min(cap, base * 2^retry) seconds.
@@ -25,4 +22,25 @@ public struct RetryPolicy: Sendable {
 
     /// An executor of this policy on the monotonic clock.
     public var executor: RetryExecutor { RetryExecutor(policy: self) }
+}
+
+/// How long one request may take: the transport's business (`HTTPTransport`), apart from
+/// how often it is tried again (`RetryPolicy`).
+public struct RequestTimeouts: Sendable, Equatable {
+    /// Seconds without a byte (or to connect) before a request fails as timed out.
+    public var idle: Double
+    /// Seconds the whole request may take.
+    public var total: Double
+
+    /// `total` defaults to twice `idle`.
+    public init(idle: Double = 30, total: Double? = nil) {
+        self.idle = idle
+        self.total = total ?? idle * 2
+    }
+}
+
+extension HTTPTransport {
+    public convenience init(timeouts: RequestTimeouts, maxConnections: Int = 8) {
+        self.init(timeout: timeouts.idle, resourceTimeout: timeouts.total, maxConnections: maxConnections)
+    }
 }

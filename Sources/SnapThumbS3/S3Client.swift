@@ -66,13 +66,15 @@ public final class S3Client: Sendable {
     private let logger: Logger
     private let counter = RequestCounter()
 
-    public init(configuration: S3Configuration, retry: S3RetryPolicy = S3RetryPolicy(), maxConnections: Int = 32,
-                logger: Logger = Logger(label: "snapthumb.s3")) {
+    /// - Parameters:
+    ///   - retry: how often a request is tried (`RetryExecutor`); `timeouts`: how long each try may take.
+    public init(configuration: S3Configuration, retry: S3RetryPolicy = S3RetryPolicy(), timeouts: RequestTimeouts = RequestTimeouts(),
+                maxConnections: Int = 32, logger: Logger = Logger(label: "snapthumb.s3")) {
         self.configuration = configuration
         self.retry = retry
         self.logger = logger
         signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
-        transport = HTTPTransport(timeout: retry.requestTimeout, resourceTimeout: retry.requestTimeout * 2, maxConnections: maxConnections)
+        transport = HTTPTransport(timeouts: timeouts, maxConnections: maxConnections)
     }
 
     /// The retry loop of every request of this client (`retry` on the monotonic clock).

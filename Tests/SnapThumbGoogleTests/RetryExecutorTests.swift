@@ -113,6 +113,13 @@ struct RetryExecutorTests {
         }
     }
 
+    @Test("per-request timeouts are apart from the policy: 30 s without a byte, the whole request twice that, unless given")
+    func timeouts() {
+        #expect(RequestTimeouts() == RequestTimeouts(idle: 30, total: 60))
+        #expect(RequestTimeouts(idle: 5).total == 10)
+        #expect(RequestTimeouts(idle: 5, total: 7).total == 7)
+    }
+
     @Test("the real clock is monotonic and a zero wait returns")
     func realClock() {
         let first = RetryExecutor.monotonicNow()
