@@ -14,7 +14,7 @@ public struct Blob: Sendable, Equatable {
     }
 
     /// Where the store keeps it, relative to the store root.
-    public var path: String { "blobs/sha256/\(hex.prefix(2))/\(hex)" }
+    public var path: String { StoreLayout.blobPath(hex) }
     public var digest: String { "sha256:\(hex)" }
 }
 

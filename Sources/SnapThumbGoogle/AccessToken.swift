@@ -61,37 +61,25 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
     /// thread (for thread-based callers such as the bucket store's client).
     public func blockingToken() throws -> AccessToken {
         if let token = cache.fresh(at: now()) { return token }
-        var lastError: GoogleError?
-        for attempt in 1 ... retry.attempts {
-            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+        return try retry.executor.run({ (_: Int) -> RetryStep<AccessToken, GoogleError> in
             let start = now()
             let request = try source.tokenRequest(now: start)
             let result: Result<HTTPResponse, any Error>
             do { result = .success(try transport.sendBlocking(request)) } catch { result = .failure(error) }
-            switch try handle(result, requestedAt: start) {
-            case .token(let token): return token
-            case .retry(let error): lastError = error
-            }
-        }
-        return try fallback(lastError)
+            return try handle(result, requestedAt: start)
+        }, exhausted: { error, _ in try fallback(error) })
     }
 
     /// A token valid for a while yet; fetches one when there is none. Cancellable.
     public func token() async throws -> AccessToken {
         if let token = cache.fresh(at: now()) { return token }
-        var lastError: GoogleError?
-        for attempt in 1 ... retry.attempts {
-            if attempt > 1 { try await Task.sleep(nanoseconds: UInt64(retry.delay(retry: attempt - 1) * 1e9)) }
+        return try await retry.executor.run({ (_: Int) async throws -> RetryStep<AccessToken, GoogleError> in
             let start = now()
             let request = try source.tokenRequest(now: start)
             let result: Result<HTTPResponse, any Error>
             do { result = .success(try await transport.send(request)) } catch { result = .failure(error) }
-            switch try handle(result, requestedAt: start) {
-            case .token(let token): return token
-            case .retry(let error): lastError = error
-            }
-        }
-        return try fallback(lastError)
+            return try handle(result, requestedAt: start)
+        }, exhausted: { error, _ in try fallback(error) })
     }
 
     /// When a refresh failed for a transient reason: the old token while it has a minute
@@ -107,9 +95,9 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
     /// Forgets the cached token (after an API answered 401: it was revoked or is stale).
     public func invalidate() { cache.clear() }
 
-    private enum Outcome { case token(AccessToken), retry(GoogleError) }
-
-    private func handle(_ result: Result<HTTPResponse, any Error>, requestedAt start: Date) throws -> Outcome {
+    /// Token requests' classification: a dropped connection, a timeout and the statuses
+    /// `GoogleRetry.isRetryable` names are retried; anything else is final.
+    private func handle(_ result: Result<HTTPResponse, any Error>, requestedAt start: Date) throws -> RetryStep<AccessToken, GoogleError> {
         switch result {
         case .failure(let error as CancellationError):
             throw error
@@ -117,16 +105,16 @@ public final class AccessTokenProvider: Sendable, CustomStringConvertible {
             let failure = GoogleError(.credentials, "\(source): \(HTTPTransport.describe(error))")
             guard HTTPTransport.isRetryable(error) else { throw failure }
             logger.debug("token request failed, retrying", metadata: ["google.credentials": "\(source)", "error": "\(failure.message)"])
-            return .retry(failure)
-        case .success(let response) where GoogleRetryPolicy.isRetryable(status: response.status):
-            return .retry(GoogleError(.credentials, "\(source): HTTP \(response.status)", status: response.status))
+            return .retry(failure, announce: false)
+        case .success(let response) where GoogleRetry.isRetryable(status: response.status):
+            return .retry(GoogleError(.credentials, "\(source): HTTP \(response.status)", status: response.status), announce: false)
         case .success(let response):
             let token = try source.token(from: response, now: start)
             let lifetime = token.expiresAt.timeIntervalSince(start)
             let refreshAt = start.addingTimeInterval(max(lifetime / 2, lifetime - refreshMargin))
             cache.store(token, refreshAt: refreshAt)
             logger.debug("access token obtained", metadata: ["google.credentials": "\(source)", "google.token.lifetime": "\(Int(lifetime))"])
-            return .token(token)
+            return .finished(token)
         }
     }
 }

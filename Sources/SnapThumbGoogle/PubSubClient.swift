@@ -174,12 +174,8 @@ public final class PubSubClient: Sendable {
             payload = try JSONEncoder().encode(body)
             headers.append(("Content-Type", "application/json"))
         }
-        var lastFailure: GoogleError?
         var refreshedToken = false
-        var attempt = 0
-        while attempt < retry.attempts {
-            attempt += 1
-            if attempt > 1 { try await Task.sleep(nanoseconds: UInt64(retry.delay(retry: attempt - 1) * 1e9)) }
+        return try await retry.executor.run({ (attempt: Int) async throws -> RetryStep<Data, GoogleError> in
             var request = HTTPRequest(method: method, url: url, headers: headers, body: payload)
             if let tokens {
                 request.headers.append(("Authorization", try await tokens.token().authorization))
@@ -192,26 +188,25 @@ public final class PubSubClient: Sendable {
             } catch let error as HTTPError where emptyOnTimeout && error.kind == .timedOut {
                 throw PullTimedOut.timedOut
             } catch {
-                lastFailure = GoogleError(.unavailable, "\(endpoint): \(what): \(HTTPTransport.describe(error))")
-                guard retryable, HTTPTransport.isRetryable(error) else { throw lastFailure! }
-                logger.debug("pubsub request failed, retrying", metadata: ["pubsub.call": "\(what)", "attempt": "\(attempt)", "error": "\(lastFailure!.message)"])
-                continue
+                let failure = GoogleError(.unavailable, "\(endpoint): \(what): \(HTTPTransport.describe(error))")
+                guard retryable, HTTPTransport.isRetryable(error) else { throw failure }
+                logger.debug("pubsub request failed, retrying", metadata: ["pubsub.call": "\(what)", "attempt": "\(attempt)", "error": "\(failure.message)"])
+                return .retry(failure, announce: false)
             }
-            if (200 ..< 300).contains(response.status) { return response.body }
+            if (200 ..< 300).contains(response.status) { return .finished(response.body) }
             let failure = describe(response, what: what)
             if response.status == 401, tokens != nil, !refreshedToken {
                 // A token revoked or expired early: one new token, one more try (not counted).
                 tokens?.invalidate()
                 refreshedToken = true
-                attempt -= 1
-                lastFailure = failure
-                continue
+                return .repeatAttempt(failure)
             }
-            guard retryable, GoogleRetryPolicy.isRetryable(status: response.status) else { throw failure }
-            lastFailure = failure
+            guard retryable, GoogleRetry.isRetryable(status: response.status) else { throw failure }
             logger.debug("pubsub request failed, retrying", metadata: ["pubsub.call": "\(what)", "attempt": "\(attempt)", "error": "\(failure.message)"])
-        }
-        throw GoogleError(.unavailable, "\(lastFailure?.message ?? what) (\(retry.attempts) attempts)", status: lastFailure?.status)
+            return .retry(failure, announce: false)
+        }, exhausted: { failure, _ in
+            throw GoogleError(.unavailable, "\(failure?.message ?? what) (\(retry.attempts) attempts)", status: failure?.status)
+        })
     }
 
     /// Status, Google's status name and message (which never echo the request's token).

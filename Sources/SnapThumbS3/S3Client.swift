@@ -66,14 +66,19 @@ public final class S3Client: Sendable {
     private let logger: Logger
     private let counter = RequestCounter()
 
-    public init(configuration: S3Configuration, retry: S3RetryPolicy = S3RetryPolicy(), maxConnections: Int = 32,
-                logger: Logger = Logger(label: "snapthumb.s3")) {
+    /// - Parameters:
+    ///   - retry: how often a request is tried (`RetryExecutor`); `timeouts`: how long each try may take.
+    public init(configuration: S3Configuration, retry: S3RetryPolicy = S3RetryPolicy(), timeouts: RequestTimeouts = RequestTimeouts(),
+                maxConnections: Int = 32, logger: Logger = Logger(label: "snapthumb.s3")) {
         self.configuration = configuration
         self.retry = retry
         self.logger = logger
         signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
-        transport = HTTPTransport(timeout: retry.requestTimeout, resourceTimeout: retry.requestTimeout * 2, maxConnections: maxConnections)
+        transport = HTTPTransport(timeouts: timeouts, maxConnections: maxConnections)
     }
+
+    /// The retry loop of every request of this client (`retry` on the monotonic clock).
+    var executor: RetryExecutor { retry.executor }
 
     /// Requests sent so far (each retry counts), for "requests per image".
     public var requestsSent: Int { counter.value }
@@ -144,16 +149,16 @@ public final class S3Client: Sendable {
     /// differently every time outlast the retries and throw `store`.
     public func readChecked(_ key: String, query: [(String, String)] = [], check: (Data) -> Bool) throws -> CheckedRead {
         var previous: Data?
-        let attempts = max(2, retry.attempts)
-        for attempt in 1 ... attempts {
-            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
-            guard let response = try fetch(key, query: query) else { return .absent }
-            if check(response.body) { return .good(response) }
-            if let previous, previous == response.body { return .bad(response) }
+        return try executor.with(attempts: max(2, retry.attempts)).run({ (attempt: Int) -> RetryStep<CheckedRead, Void> in
+            guard let response = try fetch(key, query: query) else { return .finished(.absent) }
+            if check(response.body) { return .finished(.good(response)) }
+            if let previous, previous == response.body { return .finished(.bad(response)) }
             previous = response.body
             logger.debug("s3 read failed its check, reading again", metadata: ["key": "\(key)", "attempt": "\(attempt)", "bytes": "\(response.body.count)"])
-        }
-        throw SnapError(.store, "\(configuration.location): GET \(key): read \(attempts) times, a different body each time and never a good one; try again")
+            return .retry((), announce: false)
+        }, exhausted: { _, attempts in
+            throw SnapError(.store, "\(configuration.location): GET \(key): read \(attempts) times, a different body each time and never a good one; try again")
+        })
     }
 
     /// Whether the object exists.
@@ -227,10 +232,9 @@ public final class S3Client: Sendable {
                      body: [UInt8] = [], payloadHash: String = SigV4Signer.emptyPayloadHash, accept: Set<Int>,
                      maxBody: Int? = nil) throws -> S3Response {
         let (base, host, path) = target(key)
-        var lastFailure = ""
         var tokenRefused = false
-        for attempt in 1 ... retry.attempts {
-            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+        let what = "\(configuration.location): \(method) \(key ?? "/")"
+        return try executor.run({ (_: Int) -> RetryStep<S3Response, String> in
             let signed = try authorize(SigV4Signer.Request(method: method, path: path, query: query, headers: [("Host", host)] + extra, payloadHash: payloadHash))
             let queryString = query.map { "\(SigV4Signer.uriEncode($0.0, keepSlash: false))=\(SigV4Signer.uriEncode($0.1, keepSlash: false))" }.joined(separator: "&")
             guard let url = URL(string: base + SigV4Signer.uriEncode(path, keepSlash: true) + (queryString.isEmpty ? "" : "?" + queryString)) else {
@@ -242,34 +246,39 @@ public final class S3Client: Sendable {
             counter.increment()
             switch transport.start(request).wait().map(S3Response.init) {
             case .failure(let error):
-                lastFailure = HTTPTransport.describe(error)
-                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)") }
+                let failure = HTTPTransport.describe(error)
+                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(what): \(failure)") }
+                return .retry(failure)
             case .success(let response):
                 // A body cut short (or padded) on the way is transient, like a dropped connection.
                 // (One not read for being over the cap has nothing to compare.)
                 let damaged = method == "HEAD" || response.bodyOverLimit ? nil : Self.lengthProblem(response)
                 if damaged == nil, response.status == 401, let bearer = configuration.bearer, !tokenRefused {
-                    // A revoked or stale token: ask for a new one, once.
+                    // A revoked or stale token: ask for a new one, once (the attempt counts).
                     bearer.wasRefused()
                     tokenRefused = true
-                    lastFailure = describe(response)
-                    continue
+                    return .retry(describe(response), announce: false)
                 }
-                if damaged == nil, accept.contains(response.status) { return response }
-                lastFailure = damaged ?? describe(response)
+                if damaged == nil, accept.contains(response.status) { return .finished(response) }
+                let failure = damaged ?? describe(response)
                 if damaged == nil, response.status == 401 || response.status == 403 {
-                    throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") refused: \(lastFailure)")
+                    throw SnapError(.store, "\(what) refused: \(failure)")
                 }
-                guard damaged != nil || response.status >= 500 || response.status == 429 || response.status == 408
-                        || response.status == 409 && response.errorCode == "ConditionalRequestConflict" else {
-                    throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/"): \(lastFailure)")
-                }
+                guard damaged != nil || Self.isRetryable(response) else { throw SnapError(.store, "\(what): \(failure)") }
+                return .retry(failure)
             }
-            if attempt < retry.attempts {
-                logger.debug("s3 request failed, retrying", metadata: ["method": "\(method)", "key": "\(key ?? "/")", "attempt": "\(attempt)", "error": "\(lastFailure)"])
-            }
-        }
-        throw SnapError(.store, "\(configuration.location): \(method) \(key ?? "/") failed \(retry.attempts) times: \(lastFailure)")
+        }, retrying: { attempt, failure in
+            logger.debug("s3 request failed, retrying", metadata: ["method": "\(method)", "key": "\(key ?? "/")", "attempt": "\(attempt)", "error": "\(failure)"])
+        }, exhausted: { failure, attempts in
+            throw SnapError(.store, "\(what) failed \(attempts) times: \(failure ?? "")")
+        })
+    }
+
+    /// S3's answers worth another try: timeouts, throttling (429, 503 SlowDown), the server's
+    /// own failures, and a conditional write that met a concurrent one (409 ConditionalRequestConflict).
+    static func isRetryable(_ response: S3Response) -> Bool {
+        response.status >= 500 || response.status == 429 || response.status == 408
+            || response.status == 409 && response.errorCode == "ConditionalRequestConflict"
     }
 
     /// The request's headers with its authorization: the bearer token when the configuration

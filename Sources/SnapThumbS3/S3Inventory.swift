@@ -6,7 +6,7 @@ import SnapThumbStore
 /// listings (their LastModified is a blob's age) and plain GETs and DELETEs.
 extension S3Store: StoreInventory {
     public func manifests(prefix: String) throws -> [StoreEntry] {
-        let base = configuration.prefix + "manifests/"
+        let base = configuration.prefix + StoreLayout.manifests + "/"
         return try client.list(prefix: base + prefix).compactMap { object -> StoreEntry? in
             guard object.key.hasSuffix(".json") else { return nil }
             let key = String(object.key.dropFirst(base.count).dropLast(".json".count))
@@ -21,7 +21,7 @@ extension S3Store: StoreInventory {
     }
 
     public func blobs() throws -> [StoreEntry] {
-        let base = configuration.prefix + "blobs/sha256/"
+        let base = configuration.prefix + StoreLayout.blobs + "/"
         return try client.list(prefix: base).compactMap { object -> StoreEntry? in
             let parts = object.key.dropFirst(base.count).split(separator: "/", omittingEmptySubsequences: false)
             guard parts.count == 2, BlobName.isValid(parts[1]), parts[0] == parts[1].prefix(2) else { return nil }

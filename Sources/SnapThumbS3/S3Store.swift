@@ -71,8 +71,8 @@ public final class S3Store: StoreBackend, Sendable {
         configuration.workerURL(createOnly: state.withLock { $0.createOnly })
     }
 
-    func blobKey(_ hex: String) -> String { "\(configuration.prefix)blobs/sha256/\(hex.prefix(2))/\(hex)" }
-    func manifestKey(_ key: String) -> String { "\(configuration.prefix)manifests/\(key).json" }
+    func blobKey(_ hex: String) -> String { configuration.prefix + StoreLayout.blobPath(hex) }
+    func manifestKey(_ key: String) -> String { configuration.prefix + StoreLayout.manifestPath(key) }
 
     /// The manifest file's bytes, exactly as the directory store writes them.
     static func manifestBytes(_ manifest: Manifest) -> [UInt8] { [UInt8](manifest.json(pretty: true)) + [0x0A] }
@@ -106,12 +106,12 @@ public final class S3Store: StoreBackend, Sendable {
     }
 
     public func prepareForBackfill() throws {
-        let manifestsPrefix = configuration.prefix + "manifests/"
+        let manifestsPrefix = configuration.prefix + StoreLayout.manifests + "/"
         let manifests = try client.list(prefix: manifestsPrefix).compactMap { object -> String? in
             guard object.key.hasSuffix(".json") else { return nil }
             return String(object.key.dropFirst(manifestsPrefix.count).dropLast(".json".count))
         }
-        let blobs = try client.list(prefix: configuration.prefix + "blobs/sha256/").compactMap { object -> String? in
+        let blobs = try client.list(prefix: configuration.prefix + StoreLayout.blobs + "/").compactMap { object -> String? in
             let name = object.key.split(separator: "/").last.map(String.init) ?? ""
             return name.count == 64 && object.size > 0 ? name : nil
         }

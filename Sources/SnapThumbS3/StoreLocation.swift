@@ -1,4 +1,5 @@
 import Foundation
+import HTTPKit
 import Logging
 import SnapThumbConfig
 import SnapThumbCore
@@ -15,7 +16,12 @@ public struct S3StoreScheme: StoreScheme {
         _ = try S3Configuration.parseURL(String(argument.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]))
     }
 
-    public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend {
+    public func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend { try bucket(argument, options) }
+
+    /// The same store (its access checked once); its inventory is `S3Inventory.swift`'s.
+    public func openInventory(_ argument: String, options: StoreOpenOptions) throws -> any StoreInventory { try bucket(argument, options) }
+
+    private func bucket(_ argument: String, _ options: StoreOpenOptions) throws -> S3Store {
         try S3Store.open(argument, cloud: options.cloud, onConflict: options.onConflict,
                          allowUnconditionalWrites: options.allowUnconditionalWrites, logger: options.logger)
     }
@@ -104,10 +110,8 @@ public struct S3Sources: SourceReader {
         let exact = expected.generation != nil || expected.md5 != nil
         let announced = exact ? expected.size.map { Int(max(0, $0)) } : nil
         let query = expected.generation.map { [("generation", String($0))] } ?? []
-        let attempts = max(2, client.retry.attempts)
         var previousDigest: [UInt8]?
-        for attempt in 1 ... attempts {
-            if attempt > 1 { Thread.sleep(forTimeInterval: client.retry.delay(retry: attempt - 1)) }
+        return try client.executor.with(attempts: max(2, client.retry.attempts)).run({ (_: Int) -> RetryStep<SourceBuffer, Void> in
             guard let response = try client.fetch(key, query: query, maxBody: announced ?? limit) else {
                 try gone(key: key, named: named, expected: expected)
             }
@@ -122,9 +126,9 @@ public struct S3Sources: SourceReader {
                 let size = response.bodyOverLimit ? response.contentLength.map { "\($0) bytes" } ?? "more than \(announced) bytes" : "\(response.body.count) bytes"
                 throw SnapError(.unreadable, "\(named): the object is \(size), the notification says \(announced); not read: the object is not what its notification announced")
             }
-        guard let want = expected.md5 else { return SourceBuffer(response.body) }
+            guard let want = expected.md5 else { return .finished(SourceBuffer(response.body)) }
             let digest = MD5.digest(response.body)
-            if digest == want { return SourceBuffer(response.body) }
+            if digest == want { return .finished(SourceBuffer(response.body)) }
             if let stored = Self.storedMD5(response), stored != want {
                 throw SnapError(.unreadable, "\(named): the \(response.body.count) bytes stored do not have the MD5 the notification gives (the server's own MD5 says so); the object is not what its notification announced")
             }
@@ -132,8 +136,10 @@ public struct S3Sources: SourceReader {
                 throw SnapError(.unreadable, "\(named): the \(response.body.count) bytes read do not have the MD5 the notification gives; read twice, the same bytes: the object is not what its notification announced")
             }
             previousDigest = digest
-        }
-        throw SnapError(.store, "\(client.configuration.location): GET \(key): read \(attempts) times, a different body each time and never the one announced; try again")
+            return .retry((), announce: false)
+        }, exhausted: { _, attempts in
+            throw SnapError(.store, "\(client.configuration.location): GET \(key): read \(attempts) times, a different body each time and never the one announced; try again")
+        })
     }
 
     /// Why the object a notification named is not there (never returns).

@@ -23,14 +23,17 @@ public struct Store: Sendable {
     /// `blobs/sha256` and `manifests`, kept open between uploads (see `OpenDirectories`).
     private let directories = OpenDirectories()
 
+    /// `StoreLayout.blobs` as path components.
+    private static let blobComponents = PathBytes.segments(StoreLayout.blobs)
+
     /// Opens (creating if needed) a store at `root`.
     public init(root: String, onConflict: ConflictPolicy = .refuse) throws {
         self.root = root.utf8.count > 1 && root.utf8.last == UInt8(ascii: "/") ? String(decoding: root.utf8.dropLast(), as: UTF8.self) : root
         self.onConflict = onConflict
         try Durable.makeDirectories(self.root)
         // Below the root, nothing is followed: a planted symlink is refused here already.
-        let blobs = try directories.open(root: self.root, ["blobs", "sha256"], create: true, sync: true, missingIsNil: false)
-        _ = try directories.open(root: self.root, ["manifests"], create: true, sync: true, missingIsNil: false)
+        let blobs = try directories.open(root: self.root, Self.blobComponents[...], create: true, sync: true, missingIsNil: false)
+        _ = try directories.open(root: self.root, [StoreLayout.manifests], create: true, sync: true, missingIsNil: false)
         // The 256 fan-out directories hold unrelated blobs: on ext4, spread them (and so the
         // blobs' inodes) over the block groups. Packed into one group, each new file's inode
         // search walked past every inode freed there in the last minutes on a filesystem
@@ -45,7 +48,7 @@ public struct Store: Sendable {
     private func parent(of relativePath: String, create: Bool, sync: Bool) throws -> (StoreDirectory, String)? {
         var components = PathBytes.segments(relativePath)
         let name = components.removeLast()
-        let kept = components.starts(with: ["blobs", "sha256"]) ? 2 : components.first == "manifests" ? 1 : 0
+        let kept = components.starts(with: Self.blobComponents) ? Self.blobComponents.count : components.first == StoreLayout.manifests ? 1 : 0
         let directory: StoreDirectory?
         if kept == 0 {
             directory = try StoreDirectory.open(root: root, components, create: create, sync: sync, missingIsNil: !create)
@@ -65,15 +68,15 @@ public struct Store: Sendable {
 
     public func manifestPath(for key: String) throws -> String {
         try StoreKey.validate(key)
-        return "\(root)/manifests/\(key).json"
+        return "\(root)/\(StoreLayout.manifestPath(key))"
     }
 
     /// The directory that holds `key`'s manifest, opened below the root without
     /// following a symlink, and the manifest's file name in it.
     private func manifestDirectory(for key: String, create: Bool, sync: Bool = true) throws -> (StoreDirectory, String) {
         try StoreKey.validate(key)
-        guard let found = try parent(of: "manifests/\(key).json", create: create, sync: sync) else {
-            throw SnapError.io("cannot open directory", "\(root)/manifests", errno: ENOENT)
+        guard let found = try parent(of: StoreLayout.manifestPath(key), create: create, sync: sync) else {
+            throw SnapError.io("cannot open directory", "\(root)/\(StoreLayout.manifests)", errno: ENOENT)
         }
         return found
     }
@@ -81,7 +84,7 @@ public struct Store: Sendable {
     /// The manifest currently published for `key`, or nil (also nil when it does not parse).
     public func manifest(for key: String) throws -> Manifest? {
         try StoreKey.validate(key)
-        guard let (directory, name) = try parent(of: "manifests/\(key).json", create: false, sync: false) else { return nil }
+        guard let (directory, name) = try parent(of: StoreLayout.manifestPath(key), create: false, sync: false) else { return nil }
         guard let bytes = try directory.readIfExists(name) else { return nil }
         return try? Manifest.decode(Data(bytes))
     }

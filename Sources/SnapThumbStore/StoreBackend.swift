@@ -22,16 +22,17 @@ public protocol UploadCommitter<Tag>: AnyObject, Sendable {
 /// Where thumbnails are kept: a directory (`Store`) or a bucket. The pipeline,
 /// `watch` and `backfill` use only this, so they never know which one they write to.
 ///
-/// Every backend keeps the same layout and the same bytes under its root:
-/// `blobs/sha256/<2 hex>/<64 hex>` written once by content address, and
+/// A backend is three parts: this writer; an inventory (`StoreInventory`: list, read,
+/// take out, verify) for `ls`, `get`, `gc` and `verify`; and the capabilities below,
+/// each optional (their defaults are what a store without it does). Both parts are
+/// opened by scheme (`StoreScheme`, `StoreLocation`).
+///
+/// Every backend keeps the same layout and the same bytes under its root
+/// (`StoreLayout`): `blobs/sha256/<2 hex>/<64 hex>` written once by content address, and
 /// `manifests/<key>.json` published only after all of its blobs, never half-written.
-public protocol StoreBackend: Sendable {
+public protocol StoreWriter: Sendable {
     /// A directory path or `s3://BUCKET/PREFIX`: for messages and reports, never credentials.
     var location: String { get }
-    /// What a `worker` process is given as `--store` to open this same store.
-    var workerArgument: String { get }
-    /// The directory that holds the store on this machine, if it is one.
-    var directory: String? { get }
     /// The manifest published for `key`, or nil.
     func manifest(for key: String) throws -> Manifest?
     /// What a publish does when the key has a manifest of other source bytes
@@ -42,21 +43,61 @@ public protocol StoreBackend: Sendable {
     func commit(_ upload: ProcessedUpload) throws -> PublishOutcome
     /// A committer for many uploads in a row (backfill, workers).
     func makeCommitter<Tag: Sendable>(maxDelay: Double, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) -> any UploadCommitter<Tag>
-    /// Learns in bulk what the store already holds (a bucket lists it), so that a
-    /// backfill does not ask about every key one at a time.
+}
+
+/// A capability: a listing in bulk before a backfill (a bucket), so that it does not
+/// ask about every key one at a time. Without it, every key is asked about.
+public protocol BackfillListing: Sendable {
+    /// Learns in bulk what the store already holds.
     func prepareForBackfill() throws
     /// True when `prepareForBackfill`'s listing showed no manifest for `key`
     /// (then there is no need to ask); false when unknown.
     func isKnownAbsent(_ key: String) -> Bool
+}
+
+extension BackfillListing {
+    public func prepareForBackfill() throws {}
+    public func isKnownAbsent(_ key: String) -> Bool { false }
+}
+
+/// A capability: the create-only proof, for a store whose refusal to overwrite a
+/// manifest is the server's promise (a bucket), not the system's (link(2) in a directory).
+public protocol CreateOnlyProof: Sendable {
     /// Proves, once per process, that the store refuses to overwrite a manifest
     /// it was told to create only; throws `config` when it does not (a bucket
-    /// that ignores conditional writes). A directory needs no proof (link(2)).
+    /// that ignores conditional writes). The default: nothing to prove.
     func proveConditionalWrites() throws
+}
+
+extension CreateOnlyProof {
+    public func proveConditionalWrites() throws {}
+}
+
+/// A capability: what worker processes need to share this store.
+public protocol WorkerPlumbing: Sendable {
+    /// What a `worker` process is given as `--store` to open this same store
+    /// (the default: `location`, for a store its scheme opens from that).
+    var workerArgument: String { get }
+    /// The directory that holds the store on this machine, if it is one (the default: none).
+    var directory: String? { get }
     /// The blobs this process knows are stored, when the backend keeps track
     /// (a bucket: it asks nothing before writing one), so that a run's worker
-    /// processes share what each listed or wrote; nil for a directory.
+    /// processes share what each listed or wrote; nil (the default) when it does not.
     var knownBlobs: KnownBlobs? { get }
 }
+
+extension WorkerPlumbing where Self: StoreWriter {
+    public var workerArgument: String { location }
+}
+
+extension WorkerPlumbing {
+    public var directory: String? { nil }
+    public var knownBlobs: KnownBlobs? { nil }
+}
+
+/// A store the pipeline, `watch`, `backfill` and the workers write to: the writer
+/// with its optional capabilities (a backend implements only those it has).
+public protocol StoreBackend: StoreWriter, BackfillListing, CreateOnlyProof, WorkerPlumbing {}
 
 /// Where a backfill reads its sources: files here, or objects in a bucket.
 public protocol SourceReader: Sendable {
@@ -140,17 +181,13 @@ public struct LocalFiles: SourceReader {
 
 extension GroupCommitter: UploadCommitter {}
 
+/// The directory store: no listing before a backfill, nothing to prove (link(2) is
+/// create-only), no blobs to track (a stored one is found on disk).
 extension Store: StoreBackend {
     public var location: String { root }
-    public var workerArgument: String { root }
     public var directory: String? { root }
 
     public func makeCommitter<Tag: Sendable>(maxDelay: Double, completion: @escaping @Sendable (Tag, ProcessedUpload, SnapError?) -> Void) -> any UploadCommitter<Tag> {
         GroupCommitter<Tag>(store: self, maxDelay: maxDelay, completion: completion)
     }
-
-    public func prepareForBackfill() throws {}
-    public func isKnownAbsent(_ key: String) -> Bool { false }
-    public func proveConditionalWrites() throws {}
-    public var knownBlobs: KnownBlobs? { nil }
 }

@@ -61,12 +61,16 @@ public protocol StoreInventory: Sendable {
     func putBack(_ blob: SetAsideBlob) throws
     /// Forgets a set-aside blob for good.
     func discard(_ blob: SetAsideBlob) throws
+    /// Re-hashes every blob and checks every manifest against `schema` and the blobs it
+    /// names (`snapthumb verify`). A backend without a verifier of its own gets the one
+    /// built from the operations above (`StoreInventory.verify` in StoreVerification.swift).
+    func verify(schema: @escaping ManifestValidator) throws -> StoreVerification
 }
 
 extension StoreInventory {
     /// `<location>/blobs/sha256/<2 hex>/<64 hex>`, for messages.
     public func blobLocation(_ hex: String) -> String {
-        "\(location.hasSuffix("/") ? String(location.dropLast()) : location)/blobs/sha256/\(hex.prefix(2))/\(hex)"
+        "\(location.hasSuffix("/") ? String(location.dropLast()) : location)/\(StoreLayout.blobPath(hex))"
     }
 }
 
@@ -78,14 +82,17 @@ public struct DirectoryInventory: StoreInventory {
     public var location: String { root }
 
     /// Refuses (`config`) a path that is not a directory, or a directory that is not a store.
-    public init(root: String) throws {
+    /// - Parameter requireLayout: false opens it unchecked, for `verify`, which reports
+    ///   what is missing as its problems.
+    public init(root: String, requireLayout: Bool = true) throws {
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        guard requireLayout else { return }
         func isDirectory(_ path: String) -> Bool {
             var isDirectory: ObjCBool = false
             return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
         }
         guard isDirectory(self.root) else { throw SnapError(.config, "\(root) is not a directory") }
-        for sub in [["blobs", "sha256"], ["manifests"]] {
+        for sub in [PathBytes.segments(StoreLayout.blobs), [StoreLayout.manifests]] {
             guard isDirectory("\(self.root)/\(sub.joined(separator: "/"))") else {
                 throw SnapError(.config, "\(root) is not a SnapThumb store (no \(sub.joined(separator: "/"))/ in it)")
             }
@@ -95,7 +102,7 @@ public struct DirectoryInventory: StoreInventory {
 
     public func manifests(prefix: String) throws -> [StoreEntry] {
         var found: [StoreEntry] = []
-        try walk("\(root)/manifests", relative: "") { relative, status in
+        try walk("\(root)/\(StoreLayout.manifests)", relative: "") { relative, status in
             guard relative.hasSuffix(".json") else { return }
             let key = String(relative.dropLast(".json".count))
             guard key.hasPrefix(prefix) else { return }
@@ -106,13 +113,13 @@ public struct DirectoryInventory: StoreInventory {
 
     public func manifestBytes(_ key: String) throws -> [UInt8]? {
         try StoreKey.validate(key)
-        guard let (directory, name) = try StoreDirectory.existingParent(root: root, of: "manifests/\(key).json") else { return nil }
+        guard let (directory, name) = try StoreDirectory.existingParent(root: root, of: StoreLayout.manifestPath(key)) else { return nil }
         return try directory.readIfExists(name)
     }
 
     public func blobs() throws -> [StoreEntry] {
         var found: [StoreEntry] = []
-        try walk("\(root)/blobs/sha256", relative: "") { relative, status in
+        try walk("\(root)/\(StoreLayout.blobs)", relative: "") { relative, status in
             let parts = relative.split(separator: "/")
             guard parts.count == 2, let name = parts.last, BlobName.isValid(name), parts[0] == name.prefix(2) else { return }
             found.append(StoreEntry(name: String(name), bytes: status.size, modified: status.mtime, version: "\(status.mtime)/\(status.size)"))
@@ -156,7 +163,7 @@ public struct DirectoryInventory: StoreInventory {
         directory.unlink(temp)
     }
 
-    func relativePath(of hex: String) -> String { "blobs/sha256/\(hex.prefix(2))/\(hex)" }
+    func relativePath(of hex: String) -> String { StoreLayout.blobPath(hex) }
 
     /// Regular files under `directory`, depth first, without following symlinks or
     /// entering dot-directories; dot-files (temp files) are left out.

@@ -5,7 +5,9 @@ import SnapThumbCore
 
 /// A kind of store named by a URL scheme (`s3://`): the bucket store plugs in
 /// here, so that opening a store from a string is the store layer's job and the
-/// store layer knows no bucket.
+/// store layer knows no bucket. A new backend is a module with one of these and
+/// one line in the list the CLI gives (`StoreArgument.schemes`); anything no scheme
+/// claims is a directory.
 public protocol StoreScheme: Sendable {
     /// Whether `argument` names a store of this kind (its scheme matches).
     func claims(_ argument: String) -> Bool
@@ -14,6 +16,9 @@ public protocol StoreScheme: Sendable {
     /// Opens the store, checking once that it can be reached (a `config` error
     /// for a missing bucket or refused credentials, before anything is written).
     func open(_ argument: String, options: StoreOpenOptions) throws -> any StoreBackend
+    /// Opens the store to read it (`ls`, `get`, `gc`, `verify`), creating nothing; the
+    /// same checks as `open` (a `config` error for one that cannot be reached).
+    func openInventory(_ argument: String, options: StoreOpenOptions) throws -> any StoreInventory
 }
 
 /// What every store is opened with.
@@ -42,7 +47,7 @@ public enum StoreLocation {
     /// URL of a known scheme: another scheme (`gs://`, `http://`) or a malformed URL
     /// would otherwise be taken as a directory name and silently created.
     public static func check(_ argument: String, schemes: [any StoreScheme]) throws {
-        if let scheme = schemes.first(where: { $0.claims(argument) }) {
+        if let scheme = scheme(for: argument, schemes: schemes) {
             try scheme.check(argument)
             return
         }
@@ -55,10 +60,27 @@ public enum StoreLocation {
         }
     }
 
+    /// The scheme that claims `argument`, or nil for a directory path.
+    public static func scheme(for argument: String, schemes: [any StoreScheme]) -> (any StoreScheme)? {
+        schemes.first { $0.claims(argument) }
+    }
+
+    /// Opens a store to read: an existing directory store (`DirectoryInventory`: a `config`
+    /// error for a path that is not one, unless `requireLayout` is false) or a store of one
+    /// of `schemes`. Nothing is created.
+    public static func openInventory(_ argument: String, schemes: [any StoreScheme], options: StoreOpenOptions = StoreOpenOptions(),
+                                     requireLayout: Bool = true) throws -> any StoreInventory {
+        try check(argument, schemes: schemes)
+        if let scheme = scheme(for: argument, schemes: schemes) {
+            return try scheme.openInventory(argument, options: options)
+        }
+        return try DirectoryInventory(root: argument, requireLayout: requireLayout)
+    }
+
     /// Opens a store: a directory (created if missing) or a store of one of `schemes`.
     public static func open(_ argument: String, schemes: [any StoreScheme], options: StoreOpenOptions = StoreOpenOptions()) throws -> any StoreBackend {
         try check(argument, schemes: schemes)
-        if let scheme = schemes.first(where: { $0.claims(argument) }) {
+        if let scheme = scheme(for: argument, schemes: schemes) {
             return try scheme.open(argument, options: options)
         }
         return try Store(root: argument, onConflict: options.onConflict)

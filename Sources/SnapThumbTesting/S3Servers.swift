@@ -44,9 +44,10 @@ extension S3Server {
          "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint ?? self.endpoint]
     }
 
-    public func client(bucket: String, endpoint: String? = nil, secret: String? = nil, retry: S3RetryPolicy = S3RetryPolicy(base: 0.02, cap: 0.2)) throws -> S3Client {
+    public func client(bucket: String, endpoint: String? = nil, secret: String? = nil, retry: S3RetryPolicy = S3RetryPolicy(base: 0.02, cap: 0.2),
+                       timeouts: RequestTimeouts = RequestTimeouts()) throws -> S3Client {
         let cloud = try CloudSettings.resolve(environment: environment(endpoint: endpoint, secret: secret))
-        return S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/", cloud: cloud), retry: retry)
+        return S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/", cloud: cloud), retry: retry, timeouts: timeouts)
     }
 
     /// A new, empty bucket (signed CreateBucket, like any other request).

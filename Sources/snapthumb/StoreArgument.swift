@@ -23,7 +23,7 @@ enum StoreArgument {
         do { try StoreLocation.check(argument, schemes: StoreArgument.schemes) } catch let error as SnapError {
             throw ValidationError("--store: \(error.message)")
         }
-        if !S3Configuration.isS3URL(argument), let isDirectory = isDirectory(argument), !isDirectory {
+        if StoreLocation.scheme(for: argument, schemes: schemes) == nil, let isDirectory = isDirectory(argument), !isDirectory {
             throw ValidationError("--store: \(argument) is a file, not a directory; a store is a directory (or s3://BUCKET/PREFIX)")
         }
     }
@@ -34,7 +34,7 @@ enum StoreArgument {
         do { try StoreLocation.check(argument, schemes: StoreArgument.schemes) } catch let error as SnapError {
             throw ValidationError("<store>: \(error.message)")
         }
-        guard !S3Configuration.isS3URL(argument) else { return }
+        guard StoreLocation.scheme(for: argument, schemes: schemes) == nil else { return }
         switch isDirectory(argument) {
         case nil: throw ValidationError("<store>: \(argument) does not exist")
         case false?: throw ValidationError("<store>: \(argument) is a file, not a store directory")
@@ -49,16 +49,20 @@ enum StoreArgument {
         return isDirectory.boolValue
     }
 
-    /// A store to read (`ls`, `get`, `gc`): a bucket (access checked once) or an existing
-    /// directory store; a directory that is not a store is a usage error (exit 2).
-    static func openInventory(_ argument: String) throws -> any StoreInventory {
-        if S3Configuration.isS3URL(argument) {
-            guard let bucket = try open(argument, cloud: try cloud()) as? S3Store else { throw ExitCode(2) }
-            return bucket
+    /// A store to read (`ls`, `get`, `gc`, `verify`), opened by scheme like a writer's: a store
+    /// of one of `schemes` (reached once; a missing bucket or refused credentials exit 2) or an
+    /// existing directory store; a directory that is not a store is a usage error (exit 2),
+    /// unless `requireLayout` is false (`verify` reports what is missing instead).
+    static func openInventory(_ argument: String, requireLayout: Bool = true) throws -> any StoreInventory {
+        guard StoreLocation.scheme(for: argument, schemes: schemes) != nil else {
+            do { return try StoreLocation.openInventory(argument, schemes: schemes, requireLayout: requireLayout) } catch let error as SnapError {
+                printError("Error: \(error.message)")
+                throw ExitCode(2)
+            }
         }
-        do { return try DirectoryInventory(root: argument) } catch let error as SnapError {
-            printError("Error: \(error.message)")
-            throw ExitCode(2)
+        let cloud = try cloud()
+        return try reportingOpenErrors(argument) {
+            try StoreLocation.openInventory(argument, schemes: schemes, options: StoreOpenOptions(logger: stderrLogger, cloud: cloud))
         }
     }
 
@@ -68,14 +72,20 @@ enum StoreArgument {
     /// honours create-only writes, and a warning says so on every start.
     static func open(_ argument: String, cloud: CloudSettings, onConflict: ConflictPolicy = .refuse, allowUnconditionalWrites: Bool = false,
                      logger: Logger = stderrLogger) throws -> any StoreBackend {
-        do {
-            let store = try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, cloud: cloud))
-            if allowUnconditionalWrites, store.directory == nil {
-                logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
-                               metadata: ["snap.store": "\(store.location)"])
-            }
-            return store
-        } catch let error as SnapError {
+        let store = try reportingOpenErrors(argument) {
+            try StoreLocation.open(argument, schemes: StoreArgument.schemes, options: StoreOpenOptions(onConflict: onConflict, allowUnconditionalWrites: allowUnconditionalWrites, logger: logger, cloud: cloud))
+        }
+        if allowUnconditionalWrites, store.directory == nil {
+            logger.warning("conditional writes are not checked (--allow-unconditional-writes): if this bucket does not honour If-None-Match, a published manifest can be overwritten without a word",
+                           metadata: ["snap.store": "\(store.location)"])
+        }
+        return store
+    }
+
+    /// Runs `open`: its failure is printed as `<code>: <store>: <message>` and exits 2 for a
+    /// `config` error (a missing bucket, refused credentials), 1 otherwise.
+    private static func reportingOpenErrors<T>(_ argument: String, _ open: () throws -> T) throws -> T {
+        do { return try open() } catch let error as SnapError {
             // Messages from the bucket backend already start with the store's URL.
             let message = error.message.hasPrefix("s3://") ? error.message : "\(RedactedURL.text(argument)): \(error.message)"
             printError("\(error.code.rawValue): \(message)")

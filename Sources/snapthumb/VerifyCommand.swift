@@ -3,7 +3,6 @@ import Foundation
 import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
-import SnapThumbS3
 import SnapThumbVerify
 
 struct VerifyCommand: ParsableCommand {
@@ -23,28 +22,18 @@ struct VerifyCommand: ParsableCommand {
 
     func run() throws {
         try logging.bootstrap()
-        let problems: [String], blobs: Int, manifests: Int
-        var warnings: [String] = []
-        if S3Configuration.isS3URL(store) {
-            guard let bucket = try StoreArgument.open(store, cloud: try StoreArgument.cloud()) as? S3Store else { throw ExitCode(2) }
-            let result: S3Verifier.Result
-            do { result = try S3Verifier.verify(bucket) } catch let error as SnapError {
-                Console.failure(store, code: error.code.rawValue, message: error.message)
-                throw ExitCode(1)
-            }
-            for orphan in result.orphans {
-                Console.say("orphan: \(orphan) (no manifest names it; harmless)", event: "orphan", level: .warning, metadata: ["snap.object": "\(orphan)"])
-            }
-            (problems, blobs, manifests) = (result.problems, result.blobs, result.manifests)
-        } else {
-            let report: StoreVerifier.Report
-            do { report = try StoreVerifier.verify(root: store) } catch let error as SnapError {
-                Console.failure(store, code: error.code.rawValue, message: error.message)
-                throw ExitCode(1)
-            }
-            (problems, blobs, manifests) = (report.problems, report.blobs, report.manifests)
-            warnings = report.warnings
+        // Opened by scheme, as every command opens a store; a directory that is not a store is
+        // verified all the same (what is missing is its problem).
+        let inventory = try StoreArgument.openInventory(store, requireLayout: false)
+        let result: StoreVerification
+        do { result = try StoreVerifier.verify(inventory) } catch let error as SnapError {
+            Console.failure(store, code: error.code.rawValue, message: error.message)
+            throw ExitCode(1)
         }
+        for orphan in result.orphans {
+            Console.say("orphan: \(orphan) (no manifest names it; harmless)", event: "orphan", level: .warning, metadata: ["snap.object": "\(orphan)"])
+        }
+        let (problems, warnings, blobs, manifests) = (result.problems, result.warnings, result.blobs, result.manifests)
         for problem in problems { printOut(problem) }
         for warning in warnings { Console.say("warning: \(warning)", event: "warning", level: .warning, metadata: ["snap.warning": "\(warning)"]) }
         var verdict = problems.isEmpty ? "ok" : "\(problems.count) problem(s)"

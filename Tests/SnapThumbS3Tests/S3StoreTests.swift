@@ -7,6 +7,7 @@ import SnapThumbTesting
 @testable import SnapThumbCore
 @testable import SnapThumbS3
 import VipsKit
+import HTTPKit
 
 /// The bucket backend against moto's S3 server (auth mode) on 127.0.0.1.
 @Suite("S3 store", .serialized, .enabled(if: Repo.motoAvailable))
@@ -101,7 +102,8 @@ struct S3StoreTests {
     func faults() throws {
         let (moto, thumbs) = try Moto.withBucket()
         let proxy = try FaultProxy(upstreamPort: moto.port, slowdown: 0.3, drop: 0.1, seed: 7)
-        let s3 = S3Store(client: try moto.client(bucket: thumbs, endpoint: proxy.endpoint, retry: S3RetryPolicy(attempts: 12, base: 0.01, cap: 0.1, requestTimeout: 5)), concurrency: 8)
+        let s3 = S3Store(client: try moto.client(bucket: thumbs, endpoint: proxy.endpoint, retry: S3RetryPolicy(attempts: 12, base: 0.01, cap: 0.1),
+                                                      timeouts: RequestTimeouts(idle: 5)), concurrency: 8)
         let samples = ["snaps/grey.jpg", "snaps/phone-portrait.jpg", "snaps/alpha.png", "snaps/adobe-rgb.jpg"]
         var uploads: [ProcessedUpload] = []
         for i in 0 ..< 12 { uploads.append(try Self.upload(samples[i % samples.count], key: "f/\(i).jpg")) }

@@ -15,7 +15,7 @@ import Synchronization
 /// throttling; a long poll can be cancelled.
 public final class SQSClient: Sendable {
     public let configuration: SQSConfiguration
-    public let retry: S3RetryPolicy
+    public let retry: RetryPolicy
     private let signer: SigV4Signer
     private let transport: HTTPTransport
     private let logger: Logger
@@ -23,9 +23,9 @@ public final class SQSClient: Sendable {
     /// Seconds a long poll waits for a message (SQS's maximum).
     public static let longPoll = 20.0
 
-    public init(configuration: SQSConfiguration, retry: S3RetryPolicy? = nil, logger: Logger = Logger(label: "snapthumb.sqs")) {
+    public init(configuration: SQSConfiguration, retry: RetryPolicy? = nil, logger: Logger = Logger(label: "snapthumb.sqs")) {
         self.configuration = configuration
-        self.retry = retry ?? S3RetryPolicy(attempts: configuration.maxAttempts)
+        self.retry = retry ?? RetryPolicy(attempts: configuration.maxAttempts)
         self.logger = logger
         signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region, service: "sqs")
         // Long polls hold a request open for 20 s; each request sets its own timeout.
@@ -129,9 +129,7 @@ public final class SQSClient: Sendable {
             throw SnapError(.config, "\(configuration.name): cannot make a URL from the endpoint \(endpoint.absoluteString)")
         }
         let payloadHash = SHA256.hex(body)
-        var lastFailure = ""
-        for attempt in 1 ... retry.attempts {
-            if attempt > 1 { Thread.sleep(forTimeInterval: retry.delay(retry: attempt - 1)) }
+        return try retry.executor.run({ (_: Int) -> RetryStep<[String: Any], String> in
             if cancellation?.isCancelled == true { throw QueueCancelled() }
             let headers: [(String, String)] = [("Host", host), ("Content-Type", "application/x-amz-json-1.0"),
                                                ("X-Amz-Target", "AmazonSQS.\(action)")]
@@ -140,29 +138,32 @@ public final class SQSClient: Sendable {
             switch perform(request, timeout: timeout, cancellation: cancellation) {
             case .failure(let error):
                 if cancellation?.isCancelled == true { throw QueueCancelled() }
-                lastFailure = HTTPTransport.describe(error)
-                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)") }
+                let failure = HTTPTransport.describe(error)
+                guard HTTPTransport.isRetryable(error) else { throw SnapError(.store, "\(configuration.name): \(action): \(failure)") }
+                return .retry(failure)
             case .success(let response):
                 let (status, data) = (response.status, response.body)
                 let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-                if (200..<300).contains(status) { return object }
+                if (200..<300).contains(status) { return .finished(object) }
                 let code = Self.errorCode(object)
-                lastFailure = "HTTP \(status)" + (code.map { " \($0)" } ?? "") + ((object["message"] ?? object["Message"]).map { ": \(redact("\($0)"))" } ?? "")
+                let failure = "HTTP \(status)" + (code.map { " \($0)" } ?? "") + ((object["message"] ?? object["Message"]).map { ": \(redact("\($0)"))" } ?? "")
                 if let code, Self.missing.contains(code) {
-                    throw SnapError(.config, "\(configuration.queueURL(for: parameters["QueueUrl"])): no such queue (\(lastFailure))")
+                    throw SnapError(.config, "\(configuration.queueURL(for: parameters["QueueUrl"])): no such queue (\(failure))")
                 }
                 if status == 403 || status == 401 || code.map(Self.refused.contains) == true {
-                    throw SnapError(.config, "\(configuration.name): \(action) refused (\(lastFailure)); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the region and the queue's policy")
+                    throw SnapError(.config, "\(configuration.name): \(action) refused (\(failure)); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the region and the queue's policy")
                 }
+                // Worth another try: the server's own failures and throttling.
                 guard status >= 500 || status == 429 || code.map(Self.throttling.contains) == true else {
-                    throw SnapError(.store, "\(configuration.name): \(action): \(lastFailure)")
+                    throw SnapError(.store, "\(configuration.name): \(action): \(failure)")
                 }
+                return .retry(failure)
             }
-            if attempt < retry.attempts {
-                logger.debug("sqs request failed, retrying", metadata: ["snap.action": "\(action)", "snap.attempt": "\(attempt)", "snap.error": "\(lastFailure)"])
-            }
-        }
-        throw SnapError(.store, "\(configuration.name): \(action) failed \(retry.attempts) times: \(lastFailure)")
+        }, retrying: { attempt, failure in
+            logger.debug("sqs request failed, retrying", metadata: ["snap.action": "\(action)", "snap.attempt": "\(attempt)", "snap.error": "\(failure)"])
+        }, exhausted: { failure, attempts in
+            throw SnapError(.store, "\(configuration.name): \(action) failed \(attempts) times: \(failure ?? "")")
+        })
     }
 
     /// `__type` of a JSON error (`com.amazonaws.sqs#QueueDoesNotExist` gives `QueueDoesNotExist`).

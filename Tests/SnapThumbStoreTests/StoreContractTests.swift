@@ -1,0 +1,42 @@
+import Foundation
+import SnapThumbCore
+import SnapThumbStore
+import SnapThumbTesting
+import Testing
+
+/// The store contract (`StoreContract`) on the directory and on the test-only in-memory
+/// backend, both opened through the scheme registry; the bucket runs it in SnapThumbS3Tests.
+@Suite("Store contract")
+struct StoreContractTests {
+    @Test("the directory store keeps the store contract")
+    func directory() throws {
+        let root = Fixtures.tempDirectory() + "/store"
+        defer { Fixtures.remove((root as NSString).deletingLastPathComponent) }
+        try StoreContract.check(.init(argument: root, schemes: [MemoryStoreScheme()]) { path, bytes in
+            try Data(bytes).write(to: URL(fileURLWithPath: "\(root)/\(path)"))
+        })
+    }
+
+    @Test("a new backend is one type and one registry line: the in-memory store keeps the contract")
+    func memory() throws {
+        let name = "contract-\(UUID().uuidString)"
+        try StoreContract.check(.init(argument: "memory://\(name)", schemes: [MemoryStoreScheme()]) { path, bytes in
+            MemoryStore(name: name).overwrite(path, with: bytes)
+        })
+    }
+
+    @Test("the registry opens what it claims and refuses what no scheme claims")
+    func registry() throws {
+        let schemes: [any StoreScheme] = [MemoryStoreScheme()]
+        #expect(StoreLocation.scheme(for: "memory://x", schemes: schemes) is MemoryStoreScheme)
+        #expect(StoreLocation.scheme(for: "./memory", schemes: schemes) == nil)
+        #expect(try StoreLocation.openInventory("memory://x", schemes: schemes).location == "memory://x")
+        #expect(throws: SnapError.self) { try StoreLocation.openInventory("memory://", schemes: schemes) }
+        #expect(throws: SnapError.self) { try StoreLocation.openInventory("gs://bucket/p", schemes: schemes) }
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        // A directory that is not a store: refused, unless opened for verify.
+        #expect(throws: SnapError.self) { try StoreLocation.openInventory(root, schemes: schemes) }
+        #expect(try StoreLocation.openInventory(root, schemes: schemes, requireLayout: false).location == root)
+    }
+}
