@@ -14,7 +14,7 @@ struct GetCommand: ParsableCommand {
         discussion: """
         Reads the key's manifest, then the blob of --variant (default square100), and checks that its bytes hash to the manifest's digest and have its size before writing anything: a damaged blob is reported (exit 1) and never written. --output writes the file atomically; without it the bytes go to stdout.
 
-        Exit status: 0 written; 1 no such key or variant, or a damaged blob; 2 a usage error (a store that does not exist, a key that could escape the store).
+        Failure codes: unreadable (no such key, or no such variant of it), corrupt (a blob missing or damaged, a manifest that does not parse). Exit status: 0 written; 1 no such key or variant, or a damaged blob; 2 a usage error (a store that does not exist, a key that could escape the store).
         """
     )
 
@@ -53,7 +53,8 @@ struct GetCommand: ParsableCommand {
         let inventory = try StoreArgument.openInventory(store)
         do {
             guard let manifestBytes = try inventory.manifestBytes(key) else {
-                throw SnapError(.io, "no manifest for key \"\(key)\" in \(inventory.location) (snapthumb ls lists the keys)")
+                // Permanent, not `io` (a transient write failure): asking again finds nothing either.
+                throw SnapError(.unreadable, "no manifest for key \"\(key)\" in \(inventory.location) (snapthumb ls lists the keys)")
             }
             if manifest { return try write(manifestBytes) }
             let parsed: Manifest
@@ -62,13 +63,14 @@ struct GetCommand: ParsableCommand {
             }
             let name = variant ?? "square100"
             guard let entry = parsed.variants[name] else {
-                throw SnapError(.io, "\"\(key)\" has no variant \(name) (it has \(parsed.variants.keys.sorted().joined(separator: ", ")))")
+                throw SnapError(.unreadable, "\"\(key)\" has no variant \(name) (it has \(parsed.variants.keys.sorted().joined(separator: ", ")))")
             }
             guard let hex = BlobName.hex(ofDigest: entry.digest) else {
                 throw SnapError(.corrupt, "variant \(name) of \"\(key)\" has no sha256 digest (run snapthumb verify)")
             }
             guard let bytes = try inventory.blobBytes(hex) else {
-                throw SnapError(.io, "the blob of variant \(name) of \"\(key)\" is missing: \(inventory.blobLocation(hex)) (run snapthumb verify)")
+                // A manifest naming a blob that is not there: the store is damaged, as verify says.
+                throw SnapError(.corrupt, "the blob of variant \(name) of \"\(key)\" is missing: \(inventory.blobLocation(hex)) (run snapthumb verify)")
             }
             let actual = SHA256.hex(bytes)
             guard actual == hex, bytes.count == entry.bytes else {

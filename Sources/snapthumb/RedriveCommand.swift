@@ -147,6 +147,9 @@ struct RedriveCommand: AsyncParsableCommand {
         var counts = Redrive.Counts()
         var seen = Set<String>()
         var kept: [String] = []
+        // A pull may come back empty while messages wait (they are spread over servers, and a
+        // message handed back takes a moment to return): three empty pulls in a row end it.
+        var empty = 0
         while true {
             let batch: [ReceivedMessage]
             do { batch = try await client.pull(subscription, maxMessages: 10, wait: 2) } catch {
@@ -155,10 +158,14 @@ struct RedriveCommand: AsyncParsableCommand {
                 break
             }
             let fresh = batch.filter { seen.insert($0.message.messageID).inserted }
+            kept += batch.filter { !fresh.contains($0) }.map(\.ackID)
             if fresh.isEmpty {
-                if !batch.isEmpty { kept += batch.map(\.ackID) }
-                break
+                empty += 1
+                if empty >= 3 { break }
+                try? await Task.sleep(for: .seconds(1))
+                continue
             }
+            empty = 0
             for received in fresh {
                 switch Redrive.plan(pubSub: received.message) {
                 case .leave(let reason):

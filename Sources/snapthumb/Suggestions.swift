@@ -65,7 +65,7 @@ enum Suggestions {
         "colours", "dither", "grid", "pixel-scale", "pixel-budget", "grid-budget", "background", "quality-min", "quality-max",
         "chroma", "modern", "modern-effort", "on-conflict", "fail-on", "max-bytes", "max-pixels", "max-pixels-full-decode",
         "payload-limit", "payload-reserve", "report", "progress-interval", "isolation", "shard", "worker-id", "create",
-        "poll", "poll-interval", "settle", "drain-timeout", "image-timeout", "metrics-file", "metrics-interval",
+        "poll", "poll-interval", "settle", "drain-timeout", "image-timeout", "metrics-file", "metrics-interval", "listen",
     ].map { "SNAPTHUMB_" + $0.uppercased().replacingOccurrences(of: "-", with: "_") }).union(CloudSettings.environmentNames.filter { $0.hasPrefix("SNAPTHUMB_") })
 
     /// A warning for each SNAPTHUMB_* variable that no setting reads (a typo is otherwise silently ignored).

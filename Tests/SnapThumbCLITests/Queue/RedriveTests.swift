@@ -88,3 +88,41 @@ struct RedriveTests {
         #expect(topic.status == 2 && topic.stderr.contains("--to must be the notifications' topic"), "\(topic.stderr)")
     }
 }
+
+/// `snapthumb redrive` from a Pub/Sub dead-letter subscription to the notifications' topic, on
+/// Google's emulator (skipped where it is not installed).
+@Suite("redrive (Pub/Sub)", .serialized, .enabled(if: Repo.motoAvailable && PubSubEmulatorProcess.installed))
+struct PubSubRedriveTests {
+    @Test("a refused upload, fixed in the bucket, replayed from the dead-letter subscription: published, the letter acknowledged, nothing left")
+    func replay() throws {
+        let emulator = try PubSubEmulatorProcess.shared.get()
+        let pubsub = try emulator.client()
+        let (moto, uploads) = try Moto.withBucket()
+        let (_, thumbs) = try Moto.withBucket()
+        let project = try PubSubConsumeTests.Project(pubsub)
+        let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
+        let client = try moto.client(bucket: uploads)
+        let bad = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("bad/corrupt.jpg"))))
+        _ = try client.put("in/a b.jpg", body: bad, contentType: "image/jpeg")
+        let message = PubSubConsumeTests.notification(bucket: uploads, name: "in/a b.jpg", bytes: bad, generation: 7)
+        let topic = project.topic
+        _ = try await_ { try await pubsub.publish(topic, [message]) }
+        let daemon = try Daemon(["consume", project.subscription.url, "--source", "s3://\(uploads)/in/", "--store", "s3://\(thumbs)/v1",
+                                 "--jobs", "1", "--log-format", "json", "--dead-letter-topic", project.dlq.name], environment: env)
+        defer { _ = daemon.terminate(within: 10) }
+        #expect(eventually(within: 120) { daemon.log.contains("sent to the dead-letter queue") }, "\(daemon.log)")
+
+        // The fix: the object replaced by good bytes (no notification of its own here).
+        _ = try client.put("in/a b.jpg", body: [UInt8](try Data(contentsOf: URL(fileURLWithPath: Repo.sample("snaps/grey.jpg")))), contentType: "image/jpeg")
+        let dry = try CloudCLI.run(["redrive", project.watcher.url, "--to", project.topic.name, "--dry-run"], environment: env)
+        #expect(dry.status == 0 && dry.stdout == "would send\ts3://\(uploads)/in/a b.jpg\tcorrupt\n", "\(dry.stdout)\(dry.stderr)")
+        let sent = try CloudCLI.run(["redrive", project.watcher.url, "--to", project.topic.name], environment: env)
+        #expect(sent.status == 0 && sent.stdout == "sent\ts3://\(uploads)/in/a b.jpg\tcorrupt\n", "\(sent.stdout)\(sent.stderr)")
+        let published = try eventually(within: 120, every: 0.5) {
+            try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "v1/") == ["a b.jpg"]
+        }
+        #expect(published, "\(daemon.log)")
+        let again = try CloudCLI.run(["redrive", project.watcher.url, "--to", project.topic.name], environment: env)
+        #expect(again.status == 0 && again.stdout.isEmpty, "the letter was acknowledged: \(again.stdout)")
+    }
+}
