@@ -114,8 +114,8 @@ public final class ConsumeService: Service, Sendable {
         }
         logger.info("consuming", metadata: [
             "snap.worker": "\(config.workerID)", "snap.queue": "\(queue.location)", "snap.source": "s3://\(scope.bucket)/\(scope.prefix)",
-            "snap.dead_letter_queue": "\(deadLetters?.location ?? "none")", "snap.jobs": "\(config.jobs)",
-            "snap.lease_s": "\(queue.leaseSeconds)"])
+            "snap.dead_letter_queue": "\(deadLetters?.location ?? "none")", "snap.jobs": .number(config.jobs),
+            "snap.lease_s": .number(Double(queue.leaseSeconds), places: 0)])
 
         notifier.send("READY=1\nSTATUS=consuming \(queue.location)", logger: logger)
         let notifier = self.notifier
@@ -127,7 +127,7 @@ public final class ConsumeService: Service, Sendable {
                 if quiet < 20 + 60 + 60 {
                     notifier.send("WATCHDOG=1", logger: logger)
                 } else {
-                    logger.error("the receive loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.quiet_s": "\(Int(quiet))"])
+                    logger.error("the receive loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.quiet_s": .number(Int(quiet))])
                 }
             }
         }
@@ -141,7 +141,7 @@ public final class ConsumeService: Service, Sendable {
         for await first in endings { why = first; break }
         notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
         logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
-            "snap.in_flight": "\(source.count)", "snap.drain_s": "\(config.drainTimeout)"])
+            "snap.in_flight": .number(source.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
         // A long poll under way may finish within the drain timeout (what it brings is released).
         source.stop(pollGrace: config.drainTimeout)
         pool.stop(drainDeadline: config.drainTimeout)

@@ -175,7 +175,7 @@ final class QueueSource: JobSource, Sendable {
             } catch {
                 let delay = backoff.next()
                 logger.warning("cannot receive from the queue; retrying", metadata: [
-                    "snap.queue": "\(queue.location)", "snap.error": "\(Self.bounded(describe(error)))", "snap.pause_s": "\(delay)"])
+                    "snap.queue": "\(queue.location)", "snap.error": "\(Self.bounded(describe(error)))", "snap.pause_s": .number(delay, places: 3)])
                 pause(for: delay)
                 continue
             }
@@ -193,7 +193,7 @@ final class QueueSource: JobSource, Sendable {
         if let deliveries = message.deliveries, deliveries > 1 { metrics.redeliveries.increment() }
         if let sentAt = message.sentAt { metrics.saw(age: max(0, wallNow() - sentAt)) }
         var meta: Logger.Metadata = ["snap.message_id": "\(message.id)"]
-        if let deliveries = message.deliveries { meta["snap.deliveries"] = "\(deliveries)" }
+        if let deliveries = message.deliveries { meta["snap.deliveries"] = .number(deliveries) }
 
         enum Seen { case afterStop, alreadyHeld, new }
         let seen = monitor.withLock { locked -> Seen in
@@ -329,8 +329,8 @@ final class QueueSource: JobSource, Sendable {
     /// Takes one job's end from the runner.
     func conclude(_ result: JobResult) {
         let entry = result.entry
-        var meta: Logger.Metadata = ["snap.key": "\(Self.bounded(entry.relativePath))", "snap.ms": "\(String(format: "%.1f", result.milliseconds))"]
-        if result.attempts > 1 { meta["snap.attempts"] = "\(result.attempts)" }
+        var meta: Logger.Metadata = ["snap.key": "\(Self.bounded(entry.relativePath))", "snap.ms": .number(result.milliseconds)]
+        if result.attempts > 1 { meta["snap.attempts"] = .number(result.attempts) }
         // dealt: false when this source did not give the runner that job; concluded: nil when its message is settled already.
         var repeated = false
         let (dealt, concluded) = monitor.withLock { locked -> (Bool, (id: String, message: Held)?) in
@@ -484,7 +484,7 @@ final class QueueSource: JobSource, Sendable {
                 "snap.error": "\(Self.bounded(describe(error)))"]) { $1 })
         }
         logger.notice(pauseAll ? "left on the queue for a retry; receiving pauses (the store or the queue is failing)" : "left on the queue for a retry",
-                      metadata: meta.merging(["snap.retry_in_s": "\(delay)", "snap.error": "\(Self.bounded(error.message))"]) { $1 })
+                      metadata: meta.merging(["snap.retry_in_s": .number(delay, places: 3), "snap.error": "\(Self.bounded(error.message))"]) { $1 })
     }
 
     /// A message's own retry delay: 1 s after its first delivery, doubling with each one, at most 60 s.

@@ -160,7 +160,7 @@ public final class SQSClient: Sendable {
                 return .retry(failure)
             }
         }, retrying: { attempt, failure in
-            logger.debug("sqs request failed, retrying", metadata: ["snap.action": "\(action)", "snap.attempt": "\(attempt)", "snap.error": "\(failure)"])
+            logger.debug("sqs request failed, retrying", metadata: ["snap.action": "\(action)", "snap.attempt": .number(attempt), "snap.error": "\(failure)"])
         }, exhausted: { failure, attempts in
             throw SnapError(.store, "\(configuration.name): \(action) failed \(attempts) times: \(failure ?? "")")
         })

@@ -98,6 +98,12 @@ struct ConsumeTests {
 
         let log = killedLog + a.log + b.log
         #expect(log.contains("s3:TestEvent"), "\(log)")
+        // Numbers are JSON numbers in the JSON log (docs/operations.md), as watch writes them.
+        let lines = log.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let timed = lines.filter { $0["snap.ms"] != nil }
+        #expect(!timed.isEmpty && timed.allSatisfy { $0["snap.ms"] is NSNumber }, "\(timed.prefix(3))")
+        let started = lines.filter { $0["snap.jobs"] != nil }
+        #expect(!started.isEmpty && started.allSatisfy { $0["snap.jobs"] is NSNumber && $0["snap.lease_s"] is NSNumber }, "\(started.prefix(3))")
         #expect(log.contains("other/outside.jpg is outside --source"))
         #expect(log.contains("in-not/outside.jpg is outside --source"))
 
