@@ -108,8 +108,9 @@ struct HostileConsumeTests {
         let log = daemon.log
         #expect(Set(try ConsumeTests.manifestKeys(moto, bucket: thumbs, prefix: "t/")) == Set(keys))
         #expect(!log.contains("receiving pauses"), "\(log)")
+        // JSON log lines: the delay is a JSON number.
         let delays = log.split(separator: "\n").filter { $0.contains("left on the queue for a retry") }
-            .compactMap { line in line.range(of: "\"snap.retry_in_s\":\"").map { Double(line[$0.upperBound...].prefix { $0 != "\"" }) ?? -1 } }
+            .compactMap { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["snap.retry_in_s"] as? Double }
         #expect(delays.count >= 2 && delays[0] == 1 && delays[1] == 2, "\(delays)")
         // Still there for a later retry: never acknowledged, never dead-lettered by SnapThumb.
         let depth = try moto.depth(queue)
