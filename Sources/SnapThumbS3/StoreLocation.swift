@@ -21,6 +21,11 @@ public struct S3StoreScheme: StoreScheme {
     /// The same store (its access checked once); its inventory is `S3Inventory.swift`'s.
     public func openInventory(_ argument: String, options: StoreOpenOptions) throws -> any StoreInventory { try bucket(argument, options) }
 
+    /// The objects under the prefix, read as backfill sources.
+    public func openSources(_ argument: String, cloud: CloudSettings) throws -> (any ListedSources)? {
+        try S3Sources(url: argument, cloud: cloud)
+    }
+
     private func bucket(_ argument: String, _ options: StoreOpenOptions) throws -> S3Store {
         try S3Store.open(argument, cloud: options.cloud, onConflict: options.onConflict,
                          allowUnconditionalWrites: options.allowUnconditionalWrites, logger: options.logger)
@@ -28,7 +33,7 @@ public struct S3StoreScheme: StoreScheme {
 }
 
 /// Backfill sources that are objects under `s3://BUCKET/PREFIX`.
-public struct S3Sources: SourceReader {
+public struct S3Sources: ListedSources {
     public let client: S3Client
 
     public init(url: String, cloud: CloudSettings) throws {
@@ -42,10 +47,10 @@ public struct S3Sources: SourceReader {
 
     /// Every object under the prefix, as backfill entries: the key relative to the
     /// prefix is the upload's key; "directory" markers and dot-names are skipped.
-    public func list() throws -> (files: [(relativePath: String, path: String, size: Int)], skipped: Int) {
+    public func list() throws -> (files: [FileWalker.Entry], skipped: Int) {
         try client.checkAccess()
         let prefix = client.configuration.prefix
-        var files: [(String, String, Int)] = []
+        var files: [FileWalker.Entry] = []
         var skipped = 0
         for object in try client.list(prefix: prefix) {
             let relative = String(object.key.dropFirst(prefix.count))
@@ -53,9 +58,9 @@ public struct S3Sources: SourceReader {
                 skipped += 1
                 continue
             }
-            files.append((relative, "s3://\(client.configuration.bucket)/\(object.key)", object.size))
+            files.append(FileWalker.Entry(relativePath: relative, path: "s3://\(client.configuration.bucket)/\(object.key)", size: object.size))
         }
-        return (files.sorted { $0.0 < $1.0 }, skipped)
+        return (files.sorted { $0.relativePath < $1.relativePath }, skipped)
     }
 
     public func read(_ path: String, limit: Int) throws -> SourceBuffer {

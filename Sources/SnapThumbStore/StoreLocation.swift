@@ -19,6 +19,21 @@ public protocol StoreScheme: Sendable {
     /// Opens the store to read it (`ls`, `get`, `gc`, `verify`), creating nothing; the
     /// same checks as `open` (a `config` error for one that cannot be reached).
     func openInventory(_ argument: String, options: StoreOpenOptions) throws -> any StoreInventory
+    /// Opens the location as backfill sources (`backfill s3://BUCKET/PREFIX`, a worker's
+    /// `--sources`): nil for a scheme whose locations hold only stores.
+    func openSources(_ argument: String, cloud: CloudSettings) throws -> (any ListedSources)?
+}
+
+extension StoreScheme {
+    public func openSources(_ argument: String, cloud: CloudSettings) throws -> (any ListedSources)? { nil }
+}
+
+/// Sources a backfill lists and reads from a location of a scheme (the objects under a
+/// bucket prefix), as `FileWalker` lists a directory's files.
+public protocol ListedSources: SourceReader {
+    /// Every source under the location, sorted by relative path, and how many were skipped
+    /// ("directory" markers, dot-names).
+    func list() throws -> (files: [FileWalker.Entry], skipped: Int)
 }
 
 /// What every store is opened with.
@@ -75,6 +90,17 @@ public enum StoreLocation {
             return try scheme.openInventory(argument, options: options)
         }
         return try DirectoryInventory(root: argument, requireLayout: requireLayout)
+    }
+
+    /// Opens `argument` as backfill sources of the scheme that claims it; nil for a directory
+    /// path (read as local files) or a scheme that has no sources (a `config` error).
+    public static func openSources(_ argument: String, schemes: [any StoreScheme], cloud: CloudSettings) throws -> (any ListedSources)? {
+        try check(argument, schemes: schemes)
+        guard let scheme = scheme(for: argument, schemes: schemes) else { return nil }
+        guard let sources = try scheme.openSources(argument, cloud: cloud) else {
+            throw SnapError(.config, "\(RedactedURL.text(argument)) holds stores only; backfill reads a directory or a bucket prefix")
+        }
+        return sources
     }
 
     /// Opens a store: a directory (created if missing) or a store of one of `schemes`.

@@ -125,7 +125,7 @@ struct BackfillCommand: ParsableCommand {
         if let store { try StoreArgument.validate(store) }
         do { try StoreLocation.check(directory, schemes: StoreArgument.schemes) } catch let error as SnapError { throw ValidationError("<dir>: \(error.message)") }
         var isDirectory: ObjCBool = false
-        guard S3Configuration.isS3URL(directory)
+        guard StoreLocation.scheme(for: directory, schemes: StoreArgument.schemes) != nil
                 || FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue else {
             throw ValidationError("\(directory) is not a directory (nothing to backfill)")
         }
@@ -156,18 +156,18 @@ struct BackfillCommand: ParsableCommand {
             let reader: any SourceReader
             var files: [FileWalker.Entry]
             var ignored = 0
-            if S3Configuration.isS3URL(directory) {
-                let sources: S3Sources
-                do { sources = try S3Sources(url: directory, cloud: cloud) } catch let error as SnapError {
-                    Console.failure(directory, code: error.code.rawValue, message: error.message)
-                    throw ExitCode(2)
-                }
-                let listed: (files: [(relativePath: String, path: String, size: Int)], skipped: Int)
+            let sources: (any ListedSources)?
+            do { sources = try StoreLocation.openSources(directory, schemes: StoreArgument.schemes, cloud: cloud) } catch let error as SnapError {
+                Console.failure(directory, code: error.code.rawValue, message: error.message)
+                throw ExitCode(2)
+            }
+            if let sources {
+                let listed: (files: [FileWalker.Entry], skipped: Int)
                 do { listed = try sources.list() } catch let error as SnapError where error.code == .config {
                     Console.failure(directory, code: error.code.rawValue, message: error.message)
                     throw ExitCode(2)
                 }
-                files = listed.files.map { FileWalker.Entry(relativePath: $0.relativePath, path: $0.path, size: $0.size) }
+                files = listed.files
                 ignored = listed.skipped
                 reader = sources
             } else {

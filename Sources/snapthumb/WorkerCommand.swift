@@ -105,7 +105,7 @@ struct WorkerStart {
             if let sources, let confined = ConfinedFiles(workerArgument: sources) {
                 reader = confined
             } else {
-                reader = try sources.map { try S3Sources(url: $0, cloud: cloud) } ?? LocalFiles()
+                reader = try sources.flatMap { try StoreLocation.openSources($0, schemes: StoreArgument.schemes, cloud: cloud) } ?? LocalFiles()
             }
         } catch let error as SnapError {
             printError("worker: \(error.code.rawValue): \(error.message)")

@@ -1,4 +1,5 @@
 import Foundation
+import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbTesting
@@ -23,6 +24,20 @@ struct StoreContractTests {
         try StoreContract.check(.init(argument: "memory://\(name)", schemes: [MemoryStoreScheme()]) { path, bytes in
             MemoryStore(name: name).overwrite(path, with: bytes)
         })
+    }
+
+    @Test("backfill sources by scheme: a directory path is local files, a scheme without sources is a config error")
+    func sources() throws {
+        let schemes: [any StoreScheme] = [MemoryStoreScheme()]
+        #expect(try StoreLocation.openSources("./uploads", schemes: schemes, cloud: CloudSettings()) == nil)
+        // The in-memory backend holds stores only: asked for sources, it says so instead of
+        // letting the path be walked as a directory named "memory:".
+        #expect {
+            try StoreLocation.openSources("memory://x", schemes: schemes, cloud: CloudSettings())
+        } throws: { error in
+            (error as? SnapError)?.code == .config && (error as? SnapError)?.message.contains("holds stores only") == true
+        }
+        #expect(throws: SnapError.self) { try StoreLocation.openSources("gs://bucket/p", schemes: schemes, cloud: CloudSettings()) }
     }
 
     @Test("the registry opens what it claims and refuses what no scheme claims")
