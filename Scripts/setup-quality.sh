@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the quality benchmark (Benchmarks/quality) and the corpus script
-# need, only when missing: Debian's butteraugli and exiftool, and a Python venv
+# need, only when missing: Debian's butteraugli, exiftool and heif-enc, and a Python venv
 # (Benchmarks/quality/.venv) with ssimulacra2, Pillow and NumPy from PyPI.
 # Safe to run again. Not part of Scripts/setup.sh: the tests do not need it.
 set -euo pipefail
@@ -11,6 +11,7 @@ packages=()
 command -v butteraugli >/dev/null 2>&1 || packages+=(butteraugli)
 command -v exiftool >/dev/null 2>&1 || packages+=(libimage-exiftool-perl)
 command -v vips >/dev/null 2>&1 || packages+=(libvips-tools)
+command -v heif-enc >/dev/null 2>&1 || packages+=(libheif-examples)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 if [ ${#packages[@]} -gt 0 ]; then
   echo "setup-quality: installing ${packages[*]}" >&2

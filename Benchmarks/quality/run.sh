@@ -12,16 +12,20 @@
 #   measures too, how many faces stay in the square (faces_eval.py) and faces in the pixel art
 #   (face_measures.py), with PixelOE beside them when --pixeloe DIR (shared/tools/pixeloe) is given
 #   (PixelOE needs opencv-python-headless in the venv).
+#   --heic-fidelity: afterwards, the same photos as phones write them (12 MP HEIC with a 320 px
+#   thumbnail, heif-enc from libheif-examples): square100 made from the embedded thumbnail against
+#   the one from the whole primary image and the original (heic_fidelity.py; issue 41 item 1).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 COUNT=40
-PEOPLE="" PIXELOE=""
+PEOPLE="" PIXELOE="" HEIC_FIDELITY=0
 args=() photos=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --count) COUNT="$2"; shift 2 ;;
     --people) PEOPLE="$2"; shift 2 ;;
     --pixeloe) PIXELOE="$2"; shift 2 ;;
+    --heic-fidelity) HEIC_FIDELITY=1; shift ;;
     --*) args+=("$1" "$2"); shift 2 ;;
     *) photos+=("$1"); shift ;;
   esac
@@ -38,4 +42,8 @@ PY="$REPO/Benchmarks/quality/.venv/bin/python"
 if [[ -n "$PEOPLE" ]]; then
   "$PY" "$REPO/Benchmarks/quality/faces_eval.py" --snapthumb "$BIN" --dir "$PEOPLE"
   "$PY" "$REPO/Benchmarks/quality/face_measures.py" --snapthumb "$BIN" --dir "$PEOPLE" ${PIXELOE:+--pixeloe "$PIXELOE"}
+fi
+if [[ "$HEIC_FIDELITY" == 1 ]]; then
+  command -v heif-enc >/dev/null || { echo "run.sh: --heic-fidelity needs heif-enc (Debian's libheif-examples)" >&2; exit 2; }
+  "$PY" "$REPO/Benchmarks/quality/heic_fidelity.py" --snapthumb "$BIN" "${photos[@]}"
 fi
