@@ -19,7 +19,7 @@ public enum FaceSupport {
         do {
             try FacePlugin.requirePresent()
         } catch let error as FaceDetectorError {
-            throw SnapError(.config, "face detection (--faces on, the default) needs \(error.message); reinstall SnapThumb with it, or use --faces off",
+            throw SnapError(.config, "face detection (--faces on, the default) cannot run: \(error.message); install it with SnapThumb (Scripts/install.sh puts it in <prefix>/lib/snapthumb) or use --faces off",
                             cause: error.message)
         }
     }

@@ -99,4 +99,21 @@ struct FacePluginTests {
         #expect(detected.status == 0, "\(detected.stderr)")
         #expect(detected.stdout.contains("faces"), "\(detected.stdout)")
     }
+
+    @Test("a plugin that does not load (not a shared library): each upload with faces fails saying so, nothing published; faces off works")
+    func brokenPlugin() throws {
+        let (dir, binary) = try Self.binaryWithoutPlugin()
+        defer { Fixtures.remove(dir) }
+        try Data("not a shared library\n".utf8).write(to: URL(fileURLWithPath: "\(dir)/bin/\(FaceSupport.pluginFileName)"))
+        let sample = Fixtures.sample("people/side-person.jpg")
+
+        let on = try CLI.run(["process", sample, "--store", "\(dir)/store-on"], binary: binary)
+        #expect(on.status == 1, "\(on.stderr)")
+        #expect(on.stderr.contains("internal"), "\(on.stderr)")
+        #expect(on.stderr.contains("the face plugin \(dir)/bin/\(FaceSupport.pluginFileName) does not load"), "\(on.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(dir)/store-on/manifests/side-person.jpg.json"))
+
+        let off = try CLI.run(["process", sample, "--store", "\(dir)/store-off", "--faces", "off"], binary: binary)
+        #expect(off.status == 0, "\(off.stderr)")
+    }
 }
