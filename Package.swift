@@ -32,7 +32,7 @@ let package = Package(
         .library(name: "SnapThumbVerify", targets: ["SnapThumbVerify"]),
         // The face plugin, libSnapThumbFaces.so: the face detector and OpenCV, opened with dlopen
         // (CFaceLoader) when a process first looks for faces, so that no other start loads OpenCV's
-        // library tree (about 7.5 ms each). It goes beside the binary, or in <prefix>/lib/snapthumb.
+        // library tree (about 5.5 ms of CPU each). It goes beside the binary, or in <prefix>/lib/snapthumb.
         .library(name: "SnapThumbFaces", type: .dynamic, targets: ["CFaceShim"]),
     ],
     dependencies: [
