@@ -30,6 +30,10 @@ let package = Package(
         .library(name: "SnapThumbRunner", targets: ["SnapThumbRunner"]),
         .library(name: "SnapThumbBench", targets: ["SnapThumbBench"]),
         .library(name: "SnapThumbVerify", targets: ["SnapThumbVerify"]),
+        // The face plugin, libSnapThumbFaces.so: the face detector and OpenCV, opened with dlopen
+        // (CFaceLoader) when a process first looks for faces, so that no other start loads OpenCV's
+        // library tree (about 5.5 ms of CPU each). It goes beside the binary, or in <prefix>/lib/snapthumb.
+        .library(name: "SnapThumbFaces", type: .dynamic, targets: ["CFaceShim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -70,14 +74,22 @@ let package = Package(
         .target(name: "CSystemShim", linkerSettings: [.linkedLibrary("crypto")]),
         // The face detector (YuNet over OpenCV's dnn, issue 38): C++ behind a small C API, apart
         // from the other C targets so that nothing else links OpenCV. Only the three OpenCV libraries it
-        // needs; the model (model/, MIT) is built into the binary with .incbin.
+        // needs; the model (model/, MIT) is built into the plugin with .incbin. No target depends on
+        // it: it is the SnapThumbFaces product (a shared library) alone, which CFaceLoader opens.
         .target(
             name: "CFaceShim",
             exclude: ["model"],
             cxxSettings: [.define("SNAP_FACE_MODEL", to: "\"\(packageDirectory)/Sources/CFaceShim/model/face_detection_yunet.onnx\""),
                           .unsafeFlags(["-I/usr/include/opencv4"])],
-            linkerSettings: [.linkedLibrary("opencv_dnn"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core")]
+            // The plugin is C++ alone: no Swift start-up object (swift_addNewDSOImage) and no Swift
+            // runtime (-static-stdlib pulls nothing from the archives), so that it needs no
+            // libswiftCore.so beside a binary built with --static-swift-stdlib.
+            linkerSettings: [.linkedLibrary("opencv_dnn"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
+                             .unsafeFlags(["-nostartfiles", "-static-stdlib"])]
         ),
+        // dlopen of the face plugin on first use, and its API as a table of C function pointers
+        // (snap_face.h is read for compile-time checks only; nothing links CFaceShim).
+        .target(name: "CFaceLoader", cSettings: [.headerSearchPath("../CFaceShim/include")], linkerSettings: [.linkedLibrary("dl")]),
         // ---- Layer 0: the only modules with unsafe C interop. Nothing above them sees a pointer.
         // The image libraries (libvips, libexif, libjpeg, libimagequant, zlib).
         .target(name: "VipsKit", dependencies: ["CVipsShim", "CJPEGShim", "CCodecShim", "CKernelShim", "SystemKit"]),
@@ -90,7 +102,7 @@ let package = Package(
         .target(name: "CHTTPShim", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "HTTPKit", dependencies: ["CHTTPShim"]),
         // Faces in packed RGB (YuNet through CFaceShim): the detector's one Swift owner.
-        .target(name: "FaceKit", dependencies: ["CFaceShim"]),
+        .target(name: "FaceKit", dependencies: ["CFaceLoader"]),
         // Pixel-level algorithms and writers in safe Swift, knowing no pipeline: the
         // colour type, OKLab and its kernels' wrappers, the palette PNG writer, the HEIF colour box.
         .target(name: "PixelKit", dependencies: ["VipsKit", "SystemKit"]),

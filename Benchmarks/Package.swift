@@ -20,6 +20,8 @@ let package = Package(
             dependencies: [
                 .product(name: "SnapThumbCore", package: "SnapThumb"),
                 .product(name: "SnapThumbStore", package: "SnapThumb"),
+                // Face detection is a plugin opened on first use from beside the executable: built there.
+                .product(name: "SnapThumbFaces", package: "SnapThumb"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StageBenchmarks",

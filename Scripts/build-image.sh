@@ -7,11 +7,14 @@
 #   built on; SnapThumb refuses to publish with a libvips other than its build's). Only the files
 #   the binary needs are kept: the shared libraries that ldd finds for snapthumb, for the libraries
 #   it opens on first need (libvips.so.42, libcurl.so.4) and for libvips' HEIF module (the only
-#   loader module SnapThumb uses: JPEG, PNG, WebP, GIF are built in; every other loader is blocked),
+#   loader module SnapThumb uses: JPEG, PNG, WebP, GIF are built in; every other loader is blocked)
+#   and for the face plugin (libSnapThumbFaces.so: OpenCV's dnn, imgproc and core, opened on the
+#   first face detection),
 #   with their Debian copyright files, the CA certificates and the dynamic loader. No shell, no apt.
 # - The release binary (swift build -c release --static-swift-stdlib, unless --binary names one),
 #   stripped; its debug info is kept beside the archive (OUT.tar -> OUT.debug, linked by
-#   .gnu_debuglink), not in the image.
+#   .gnu_debuglink), not in the image. The face plugin beside it goes to /usr/local/lib/snapthumb/
+#   (stripped too; its debug info OUT.faces.debug).
 # - A non-root user (snapthumb, uid and gid 10001), `snapthumb` on PATH as the entrypoint.
 # - The layer is reproducible for the same inputs (sorted, numeric owners, SOURCE_DATE_EPOCH).
 # The image's digest is printed last: pin it in deploy/kubernetes (image: …:VERSION@sha256:DIGEST).
@@ -48,8 +51,11 @@ fi
 if [ -z "$binary" ]; then
   echo "build-image.sh: building the release binary (minutes on 2 cores)" >&2
   swift build -c release --product snapthumb --static-swift-stdlib >&2
+  swift build -c release --product SnapThumbFaces --static-swift-stdlib >&2
   binary="$(swift build -c release --show-bin-path)/snapthumb"
 fi
+plugin="$(dirname "$binary")/libSnapThumbFaces.so"
+[ -f "$plugin" ] || { echo "build-image.sh: the face plugin $plugin is missing (swift build -c release --product SnapThumbFaces --static-swift-stdlib)" >&2; exit 2; }
 version="$("$binary" --version)"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 
@@ -63,21 +69,28 @@ if [ -n "${IMAGE_RUNTIME_ROOT:-}" ]; then
   cp -a "$IMAGE_RUNTIME_ROOT" "$full"
 else
   echo "build-image.sh: mmdebstrap bookworm from $mirror" >&2
-  mmdebstrap --quiet --variant=apt --include=libvips42,libcurl4,ca-certificates bookworm "$full" \
+  mmdebstrap --quiet --variant=apt --include=libvips42,libcurl4,libopencv-dnn406,libopencv-imgproc406,libopencv-core406,ca-certificates bookworm "$full" \
     "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main" >&2
 fi
 
 # 2. The binary, stripped; its debug info beside the archive.
 debug="${out%.tar}.debug"
 objcopy --only-keep-debug "$binary" "$debug"
-install -d "$full/usr/local/bin" "$full/usr/local/share/snapthumb"
+install -d "$full/usr/local/bin" "$full/usr/local/share/snapthumb" "$full/usr/local/lib/snapthumb"
 objcopy --strip-all --add-gnu-debuglink="$debug" "$binary" "$full/usr/local/bin/snapthumb"
+faces_debug="${out%.tar}.faces.debug"
+objcopy --only-keep-debug "$plugin" "$faces_debug"
+objcopy --strip-unneeded --add-gnu-debuglink="$faces_debug" "$plugin" "$full/usr/local/lib/snapthumb/libSnapThumbFaces.so"
+chmod 0644 "$full/usr/local/lib/snapthumb/libSnapThumbFaces.so"
 install -m 0644 Sources/SnapThumbVerify/Resources/manifest.v1.schema.json "$full/usr/local/share/snapthumb/"
 
 # 3. What it needs: ldd inside that root, for the binary and what it opens later.
 heif="$(cd "$full" && ls usr/lib/*/vips-modules-*/vips-heif.so | sed -n 1p)"
-needs=(/usr/local/bin/snapthumb "/$heif")
+needs=(/usr/local/bin/snapthumb /usr/local/lib/snapthumb/libSnapThumbFaces.so "/$heif")
 for soname in libvips.so.42 libcurl.so.4; do needs+=("$(chroot "$full" /sbin/ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64|x86_64|64bit/ && !found {print $NF; found = 1}')"); done
+if missing_libs="$(for file in "${needs[@]}"; do chroot "$full" /usr/bin/ldd "$file"; done | grep 'not found')"; then
+  echo "build-image.sh: libraries missing from the runtime packages:" >&2; echo "$missing_libs" >&2; exit 1
+fi
 libs="$(for file in "${needs[@]}"; do chroot "$full" /usr/bin/ldd "$file"; done | awk '/=>/ && $3 ~ /^\// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u)"
 
 # 4. The image's root: usrmerge links, those files at their real paths, users, certificates.
@@ -99,6 +112,7 @@ copy() {  # the file a path resolves to, at that resolved path, and the path its
 for lib in $libs; do copy "$lib"; done
 copy "/$heif"
 install -m 0755 "$full/usr/local/bin/snapthumb" "$root/usr/local/bin/snapthumb" 2>/dev/null || { install -d "$root/usr/local/bin"; install -m 0755 "$full/usr/local/bin/snapthumb" "$root/usr/local/bin/snapthumb"; }
+install -D -m 0644 "$full/usr/local/lib/snapthumb/libSnapThumbFaces.so" "$root/usr/local/lib/snapthumb/libSnapThumbFaces.so"
 install -D -m 0644 "$full/usr/local/share/snapthumb/manifest.v1.schema.json" "$root/usr/local/share/snapthumb/manifest.v1.schema.json"
 cp -L "$full/etc/ssl/certs/ca-certificates.crt" "$root/etc/ssl/certs/ca-certificates.crt"
 cp -a "$full/etc/ld.so.conf" "$full/etc/ld.so.conf.d" "$root/etc/"
@@ -117,7 +131,14 @@ ldconfig -r "$root"
 # A smoke test before packing: the binary starts as the user and libvips loads (Swift reads its
 # arguments from /proc, which a container runtime mounts: so does this).
 [ "$(unshare --fork --pid --mount --mount-proc="$root/proc" chroot --userspec=10001:10001 "$root" /usr/local/bin/snapthumb --version)" = "$version" ]
-unshare --fork --pid --mount --mount-proc="$root/proc" chroot --userspec=10001:10001 "$root" /usr/local/bin/snapthumb version --json >/dev/null
+smoke="$(unshare --fork --pid --mount --mount-proc="$root/proc" chroot --userspec=10001:10001 "$root" /usr/local/bin/snapthumb version --json)"
+case "$smoke" in *'"facePlugin":{"path":"/usr/local/lib/snapthumb/libSnapThumbFaces.so","present":true}'*) ;;
+  *) echo "build-image.sh: the image's snapthumb does not find its face plugin: $smoke" >&2; exit 1 ;; esac
+# and a face is found (the plugin and OpenCV load): a sample in, the store out, both removed.
+cp Samples/people/astronaut.jpg "$root/tmp/smoke.jpg"
+smoke="$(unshare --fork --pid --mount --mount-proc="$root/proc" chroot --userspec=10001:10001 "$root" /usr/local/bin/snapthumb process /tmp/smoke.jpg --store /tmp/smoke-store)"
+rm -rf "$root/tmp/smoke.jpg" "$root/tmp/smoke-store"
+case "$smoke" in *'"faces":1'*) ;; *) echo "build-image.sh: no face found in the image's smoke test: $smoke" >&2; exit 1 ;; esac
 
 # 5. The OCI layout, then the archive.
 find "$root" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +

@@ -65,7 +65,7 @@ production = [n for n, t in targets.items() if t["type"] in ("regular", "executa
 for name in ("VipsKit", "SystemKit", "HTTPKit", "FaceKit"):
     if name not in targets:
         continue
-    above = closure(name) - {"CKernelShim", "CJPEGShim", "CVipsShim", "CCodecShim", "CSystemShim", "CHTTPShim", "CFaceShim", "CVips", "CExif", "SystemKit"}
+    above = closure(name) - {"CKernelShim", "CJPEGShim", "CVipsShim", "CCodecShim", "CSystemShim", "CHTTPShim", "CFaceShim", "CFaceLoader", "CVips", "CExif", "SystemKit"}
     if above:
         problem("general", f"{name} depends on {', '.join(sorted(above))} (the C layer knows nothing of ours above it)")
 for name in production:

@@ -88,6 +88,8 @@ if [ -z "$binary" ]; then
   binary=.build-asan/debug/snapthumb
   if [ ! -x "$binary" ]; then
     swift build --sanitize address --scratch-path .build-asan --product snapthumb
+    # Face detection (on by default) is the plugin beside the binary.
+    swift build --sanitize address --scratch-path .build-asan --product SnapThumbFaces
   fi
 fi
 [ -x "$binary" ] || { echo "fuzz: no executable at $binary" >&2; exit 1; }

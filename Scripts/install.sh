@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs snapthumb, its man page, shell completions, docs, manifest schema and the systemd unit templates (watch, consume).
+# Installs snapthumb, its face plugin, man page, shell completions, docs, manifest schema and the systemd unit templates (watch, consume).
 #
 #   Scripts/install.sh                      # build a release binary and install under /usr/local
-#   Scripts/install.sh --binary PATH        # install this binary instead of building
+#   Scripts/install.sh --binary PATH        # install this binary (and the face plugin beside it) instead of building
 #   Scripts/install.sh --destdir DIR        # stage everything under DIR (packaging, tests)
 #   Scripts/install.sh --prefix /usr        # another prefix
 #   Scripts/install.sh --manual-tool PATH   # swift-argument-parser's generate-manual, already built
@@ -32,10 +32,15 @@ done
 if [ -z "$binary" ]; then
   Scripts/setup.sh
   swift build -c release --static-swift-stdlib --product snapthumb
+  swift build -c release --static-swift-stdlib --product SnapThumbFaces
   swift build -c release --static-swift-stdlib --product generate-manual
   binary=.build/release/snapthumb
 fi
 [ -x "$binary" ] || { echo "install: $binary is not an executable" >&2; exit 1; }
+# Face detection (on by default) is a plugin the binary opens on first use: OpenCV and the model,
+# libSnapThumbFaces.so, built beside the binary; installed as <prefix>/lib/snapthumb/libSnapThumbFaces.so.
+plugin="$(dirname "$binary")/libSnapThumbFaces.so"
+[ -f "$plugin" ] || { echo "install: the face plugin $plugin is missing (swift build -c release --static-swift-stdlib --product SnapThumbFaces)" >&2; exit 1; }
 
 # generate-manual: given, beside the binary (Scripts/test.sh builds it), or built now.
 [ -n "$manual_tool" ] || manual_tool="$(dirname "$binary")/generate-manual"
@@ -48,10 +53,11 @@ staging="$(mktemp -d)"
 trap 'rm -rf "$staging"' EXIT
 
 share="$destdir$prefix/share"
-install -d "$destdir$prefix/bin" "$share/snapthumb" "$share/man/man1" "$share/doc/snapthumb" \
+install -d "$destdir$prefix/bin" "$destdir$prefix/lib/snapthumb" "$share/snapthumb" "$share/man/man1" "$share/doc/snapthumb" \
   "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d" \
   "$destdir/etc/systemd/system" "$destdir/etc/snapthumb"
 install -m 0755 "$binary" "$destdir$prefix/bin/snapthumb"
+install -m 0644 "$plugin" "$destdir$prefix/lib/snapthumb/libSnapThumbFaces.so"
 # verify looks for the schema in <prefix>/share/snapthumb when the resource bundle is not beside the binary.
 install -m 0644 Sources/SnapThumbVerify/Resources/manifest.v1.schema.json "$share/snapthumb/"
 # generate-manual drops every character outside ASCII ("100100 JPEG" for "100×100 JPEG"): it reads
@@ -82,4 +88,6 @@ if [ -z "$destdir" ] && [ "$(id -u)" -eq 0 ]; then
   install -d -o snapthumb -g snapthumb /srv/snapthumb /srv/snapthumb/uploads /srv/snapthumb/store
   if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 fi
-echo "install: snapthumb $("$destdir$prefix/bin/snapthumb" --version) in $destdir$prefix/bin; unit in $destdir/etc/systemd/system"
+case "$("$destdir$prefix/bin/snapthumb" version --json)" in *'"present":true}'*) ;;
+  *) echo "install: $destdir$prefix/bin/snapthumb does not find its face plugin in $destdir$prefix/lib/snapthumb" >&2; exit 1 ;; esac
+echo "install: snapthumb $("$destdir$prefix/bin/snapthumb" --version) in $destdir$prefix/bin, face plugin in $destdir$prefix/lib/snapthumb; unit in $destdir/etc/systemd/system"

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
 swift build -c release --static-swift-stdlib --product snapthumb
+swift build -c release --static-swift-stdlib --product SnapThumbFaces   # face detection, opened on first use
 bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/snapthumb"
 store="${STORE:-.build/samples-store}"   # not ./store, which the README's examples build
 report="$store.report.json"

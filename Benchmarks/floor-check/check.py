@@ -3,7 +3,8 @@
 
   floor      floor.c: each JPEG decoded at 1/4 by libjpeg-turbo, nothing else (built here with cc)
   pillow     Pillow: draft, EXIF transpose, fit to 100x100 (Lanczos), Q80 JPEG in memory; one process
-  snapthumb  `snapthumb backfill --jobs 1` into a fresh store directory (removed after its round)
+  snapthumb  `snapthumb backfill --jobs 1 --faces off` (--faces on: with face detection) into a
+             fresh store directory (removed after its round)
 
 in alternating rounds on the same files, and the medians of the per-round ratios. Several
 snapthumb builds may be given (comma-separated); they take turns within each round.
@@ -46,6 +47,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--limit", type=int, default=120, help="use the first N files by name (default 120)")
     parser.add_argument("--work", default=None, help="where stores are made (default: a temporary directory)")
+    parser.add_argument("--faces", choices=["on", "off"], default="off",
+                        help="snapthumb's --faces (default off: issue 41's floor target is without face detection)")
     args = parser.parse_args()
 
     files = sorted(os.path.join(args.dir, n) for n in os.listdir(args.dir) if n.lower().endswith((".jpg", ".jpeg")))[: args.limit]
@@ -80,14 +83,14 @@ def main():
             results["pillow"].append(cpu_ms_per_image([sys.executable, "-c", PILLOW] + files, n))
         for b in builds if r % 2 == 0 else builds[::-1]:
             store = os.path.join(work, "store-%d-%d" % (builds.index(b), r))
-            results[b].append(cpu_ms_per_image([b, "backfill", "--jobs", "1", "--store", store, inputs], n))
+            results[b].append(cpu_ms_per_image([b, "backfill", "--jobs", "1", "--faces", args.faces, "--store", store, inputs], n))
             shutil.rmtree(store)
         print("round %d/%d done" % (r + 1, args.rounds), file=sys.stderr)
 
     def show(name, rows):
         print("%-40s CPU ms/img %s   (user %s; system %s)" % (name, " ".join("%.2f" % t for t, _, _ in rows),
               " ".join("%.2f" % u for _, u, _ in rows), " ".join("%.2f" % s for _, _, s in rows)))
-    print("%d images, %d rounds, load average %.2f" % (n, args.rounds, os.getloadavg()[0]))
+    print("%d images, %d rounds, faces %s, load average %.2f" % (n, args.rounds, args.faces, os.getloadavg()[0]))
     show("floor (C, libjpeg-turbo at 1/4)", results["floor"])
     if has_pillow:
         show("pillow (in memory)", results["pillow"])

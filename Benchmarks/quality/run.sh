@@ -32,6 +32,7 @@ while [[ $# -gt 0 ]]; do
 done
 "$REPO/Scripts/setup-quality.sh"
 (cd "$REPO" && swift build -c release --static-swift-stdlib --product snapthumb >&2)
+(cd "$REPO" && swift build -c release --static-swift-stdlib --product SnapThumbFaces >&2)   # faces: the plugin beside it
 BIN="$(cd "$REPO" && swift build -c release --static-swift-stdlib --show-bin-path)/snapthumb"
 if [[ ${#photos[@]} -eq 0 ]]; then
   [[ -d "$REPO/.corpus/snaps" ]] || "$REPO/Scripts/make-corpus.sh" >&2

@@ -53,6 +53,7 @@ public struct Pipeline: Sendable {
     public init(settings: Settings = Settings()) throws {
         try settings.validate()
         if let codec = settings.square.modern { try ModernEncoderCheck.require(codec) }
+        try FaceSupport.require(settings)
         self.settings = settings
         recipe = Recipe(settings: settings)
     }

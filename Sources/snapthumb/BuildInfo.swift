@@ -63,7 +63,16 @@ extension SnapThumbVersion {
         public var pipelineVersion = Recipe.pipelineVersion
         public var libraries: Libraries
         public var jpegDecoding: JPEGDecoding
+        public var facePlugin: FacePlugin
         public var build: Build
+
+        /// The face plugin (libSnapThumbFaces.so, face detection and OpenCV), looked for but not
+        /// loaded: it is opened on the first detection.
+        public struct FacePlugin: Codable, Sendable, Equatable {
+            public var present: Bool
+            /// Where it was found (absent when it is not).
+            public var path: String?
+        }
 
         /// Whose JPEG decoding runs: SnapThumb's Huffman decoder and paired IDCTs read
         /// libjpeg-turbo's private structs, so they run only on a tested version, loaded as built.
@@ -95,6 +104,7 @@ extension SnapThumbVersion {
             libraries: .init(libvips: Vips.version, libexif: Vips.exifVersion, libimagequant: Vips.imagequantVersion,
                              libjpeg: Vips.jpegVersion, zlib: Vips.zlibVersion),
             jpegDecoding: .init(libjpegLoaded: Vips.jpegRuntimeVersion, ownDecoder: Vips.ownJPEGDecoding, note: Vips.jpegDecodingNote),
+            facePlugin: .init(present: FaceSupport.pluginPath != nil, path: FaceSupport.pluginPath),
             build: .init(swift: swiftVersion, configuration: buildConfiguration, target: targetTriple))
     }
 }

@@ -27,6 +27,7 @@ struct VersionCommand: ParsableCommand {
         manifest schema: \(info.manifestSchema) (pipeline version \(info.pipelineVersion))
         libvips \(info.libraries.libvips), libexif \(info.libraries.libexif), libimagequant \(info.libraries.libimagequant), libjpeg-turbo \(info.libraries.libjpeg), zlib \(info.libraries.zlib)
         JPEG decoding: \(info.jpegDecoding.note ?? "SnapThumb's own decoder on libjpeg-turbo \(info.jpegDecoding.libjpegLoaded)")
+        face plugin: \(info.facePlugin.path ?? "missing: \(FaceSupport.pluginFileName) is neither beside the binary nor in ../lib/snapthumb (faces need it; --faces off does not)")
         built with Swift \(info.build.swift), \(info.build.configuration), for \(info.build.target)
         """)
     }

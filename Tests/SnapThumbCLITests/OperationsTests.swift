@@ -36,7 +36,9 @@ struct OperationsTests {
         #expect(info.build.target.contains("-linux-"))
         #expect(info.build.swift.first?.isNumber == true)
         let object = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any]
-        #expect(Set(object?.keys.map { $0 } ?? []) == ["name", "version", "manifestSchema", "pipelineVersion", "libraries", "jpegDecoding", "build"])
+        #expect(Set(object?.keys.map { $0 } ?? []) == ["name", "version", "manifestSchema", "pipelineVersion", "libraries", "jpegDecoding", "facePlugin", "build"])
+        // The face plugin, found beside the binary in the build (FacePluginTests: when it is not).
+        #expect(info.facePlugin.present && info.facePlugin.path?.hasSuffix("/libSnapThumbFaces.so") == true, "\(info.facePlugin)")
         // Whose JPEG decoding runs, and on which libjpeg-turbo (issue 42).
         #expect(info.jpegDecoding.libjpegLoaded == Vips.jpegRuntimeVersion)
         #expect(info.jpegDecoding.ownDecoder == Vips.ownJPEGDecoding)

@@ -88,7 +88,7 @@ struct SystemdUnitTests {
         defer { try? FileManager.default.removeItem(atPath: staging) }
         let result = try Self.run("/bin/bash", [Self.root + "/Scripts/install.sh", "--binary", WatchHarness.binary, "--destdir", staging])
         #expect(result.status == 0, "\(result.output)")
-        for path in ["/usr/local/bin/snapthumb", "/usr/local/share/snapthumb/manifest.v1.schema.json",
+        for path in ["/usr/local/bin/snapthumb", "/usr/local/lib/snapthumb/libSnapThumbFaces.so", "/usr/local/share/snapthumb/manifest.v1.schema.json",
                      "/etc/systemd/system/snapthumb-watch@.service", "/etc/systemd/system/snapthumb-consume@.service", "/etc/snapthumb/snapthumb.json",
                      "/usr/local/share/doc/snapthumb/watch.md", "/usr/local/share/doc/snapthumb/README.md"] {
             #expect(FileManager.default.fileExists(atPath: staging + path), "\(path)")
