@@ -10,7 +10,7 @@ directory; real_people.py makes one from real photos with an independent detecto
 (source and rectangle, in the original's pixels) and reports: the share of known faces at least
 90 % inside the square, by face size (share of the short side), the same for the plain centre
 square and for the best the rule allows (the same placement rule given the true faces: all when
-they fit, else the largest), how many photos found faces, and photos without people where a face
+they fit, else the largest with as many others as fit beside it), how many photos found faces, and photos without people where a face
 was reported (false positives)."""
 import argparse, json, os, subprocess, tempfile
 
@@ -28,7 +28,14 @@ def ideal(faces, w, h):
     low, high = min(s[0] for s in spans), max(s[1] for s in spans)
     if high - low > side:
         big = max(faces, key=lambda f: f[2] * f[3])
-        low, high = (big[0], big[0] + big[2]) if horizontal else (big[1], big[1] + big[3])
+        low, high = spans[faces.index(big)]
+        best = (1, big[2] * big[3])
+        for start in sorted(s[0] for s in spans):
+            inside_ = [i for i, s in enumerate(spans) if s[0] >= start and s[1] <= start + side]
+            if faces.index(big) not in inside_: continue
+            score = (len(inside_), sum(faces[i][2] * faces[i][3] for i in inside_))
+            if score > best:
+                best = score; low = min(spans[i][0] for i in inside_); high = max(spans[i][1] for i in inside_)
     offset = min(max(w, h) - side, max(0, round((low + high) / 2 - side / 2)))
     return (offset, 0) if horizontal else (0, offset)
 

@@ -118,7 +118,8 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// 6: faces first (issue 38): the square is placed around the faces found, and the
     /// drawn and retro grids keep faces light.
     /// 7: the face detector's input is reduced differently (whole-block means, then bilinear)
-    /// and a box spanning the whole frame is no face: different faces, so different squares.
+    /// and a box spanning the whole frame is no face: different faces, so different squares;
+    /// when the faces do not all fit, the square keeps the largest with as many others as fit.
     public static let pipelineVersion = 7
 
     public var digest: String

@@ -50,7 +50,7 @@ struct FaceTests {
         #expect(throws: FaceDetectorError.self) { try FaceDetector.detect(rgb: [0, 0, 0], width: 1, height: 1, inputShort: 8) }
     }
 
-    @Test("the square: all faces when they fit, else the largest; centred on them, inside the image")
+    @Test("the square: all faces when they fit, else the largest with those that fit beside it; centred on them, inside the image")
     func placement() {
         #expect(FaceSquare.place(faces: [], width: 300, height: 400) == nil)
         // One face near the top of a portrait: the square starts at the top.
@@ -63,6 +63,14 @@ struct FaceTests {
         // Two that do not fit: the larger one, centred (650 + 40 − 100).
         #expect(FaceSquare.place(faces: [FaceBox(x: 10, y: 50, width: 30, height: 30), FaceBox(x: 650, y: 50, width: 80, height: 80)],
                                  width: 1000, height: 200)! == (590, 0, 200))
+        // Three that do not fit: the largest and the one that fits beside it (560…730, centre 645),
+        // not the largest alone (590) and not the far one.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 10, y: 50, width: 30, height: 30), FaceBox(x: 650, y: 50, width: 80, height: 80),
+                                         FaceBox(x: 560, y: 40, width: 30, height: 30)], width: 1000, height: 200)! == (545, 0, 200))
+        // A group along a tall photo: the largest face with the two small ones below it.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 20, y: 700, width: 40, height: 40), FaceBox(x: 100, y: 100, width: 90, height: 90),
+                                         FaceBox(x: 30, y: 230, width: 40, height: 40), FaceBox(x: 150, y: 300, width: 40, height: 40)],
+                                 width: 300, height: 1000)! == (0, 70, 300))
         #expect(FaceSquare.inside(FaceBox(x: 0, y: 0, width: 10, height: 10), left: 5, top: 0, side: 100) == 0.5)
     }
 
