@@ -129,6 +129,9 @@ extern "C" int snap_faces_detect(const unsigned char *rgb, int width, int height
 		// The network's strides go to 32: the copy goes into the top left of a black canvas
 		// whose sides are multiples of 32.
 		int pw = (w + 31) / 32 * 32, ph = (h + 31) / 32 * 32;
+		// OpenCV 4.6's convolutions run slower on rows whose width is a multiple of 64 (128 px
+		// wide: 2.2 ms, 160: 2.0 ms on the same height): one more column of cells is cheaper.
+		if (pw % 64 == 0) pw += 32;
 		cv::dnn::Net *network = network_for(pw, ph, error, error_size);
 		if (!network) return -1;
 		cv::Mat source(height, width, CV_8UC3, (void *) rgb);
@@ -175,10 +178,11 @@ extern "C" int snap_faces_detect(const unsigned char *rgb, int width, int height
 					float cx = (col + b[4 * i]) * s, cy = (r + b[4 * i + 1]) * s;
 					float bw = std::exp(b[4 * i + 2]) * s, bh = std::exp(b[4 * i + 3]) * s;
 					if (!std::isfinite(cx) || !std::isfinite(cy) || !std::isfinite(bw) || !std::isfinite(bh)) continue;
-					// A box that spans the whole frame is the network answering the photo's
-					// layout, not a face (seen at scores up to 0.64 on photos without people).
-					if (std::min(cx + bw / 2, (float) w) - std::max(cx - bw / 2, 0.f) >= 0.9f * w &&
-					    std::min(cy + bh / 2, (float) h) - std::max(cy - bh / 2, 0.f) >= 0.75f * h) continue;
+					// A box about as large as the whole frame and not sure of itself is the
+					// network answering the photo's layout, not a face (seen at scores up to
+					// 0.69 on photos without people; close-up faces score above 0.9).
+					if (score < 0.8f && std::min(std::min(cx + bw / 2, (float) w) - std::max(cx - bw / 2, 0.f),
+					             std::min(cy + bh / 2, (float) h) - std::max(cy - bh / 2, 0.f)) >= 0.85f * std::min(w, h)) continue;
 					found.push_back({cx - bw / 2, cy - bh / 2, bw, bh, score, (int) found.size()});
 				}
 			}
