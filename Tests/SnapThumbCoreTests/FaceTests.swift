@@ -37,6 +37,42 @@ struct FaceTests {
         #expect(try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height) == faces)
     }
 
+    /// group-wide.jpg (1440×720): a large face, a smaller one beside it, another far to the right.
+    static let group = [FaceBox(x: 236.5, y: 250.3, width: 126.2, height: 158.4),
+                        FaceBox(x: 656.2, y: 365.2, width: 86, height: 108),
+                        FaceBox(x: 1286.2, y: 325.2, width: 86, height: 108)]
+
+    @Test("a group along a wide photo: every face found; the square keeps the largest and its neighbour, not the far one")
+    func groupWide() throws {
+        let image = try Self.rgb("people/group-wide.jpg")
+        let faces = try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height)
+        #expect(faces.count == 3, "\(faces)")
+        for known in Self.group { #expect(faces.contains { Self.overlap($0, known) > 0.5 }, "\(known) in \(faces)") }
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample("people/group-wide.jpg")))
+        let crop = try #require(upload.manifest.crop)
+        #expect(crop.source == .faces && crop.faces == 3 && crop.top == 0 && crop.width == 720, "\(crop)")
+        let inside = Self.group.map { FaceSquare.inside($0, left: Double(crop.left ?? -1), top: 0, side: 720) }
+        #expect(inside[0] >= 0.9 && inside[1] >= 0.9 && inside[2] < 0.1, "\(inside) at \(crop)")
+        // The largest face alone would have put the square at the left edge, cutting its neighbour.
+        #expect(FaceSquare.inside(Self.group[1], left: 0, top: 0, side: 720) < 0.9)
+    }
+
+    @Test("the same boxes whatever shapes the thread met before (one network per input shape)")
+    func shapesInTurn() throws {
+        let tall = try Self.rgb("people/tall-portrait.jpg"), wide = try Self.rgb("people/side-person.jpg")
+        let square = try Self.rgb("people/astronaut.jpg"), group = try Self.rgb("people/group-wide.jpg")
+        func detect(_ i: (pixels: [UInt8], width: Int, height: Int)) throws -> [FaceBox] {
+            try FaceDetector.detect(rgb: i.pixels, width: i.width, height: i.height)
+        }
+        let first = try [tall, wide, square, group].map(detect)
+        // Five shapes in turn on one thread: more than the networks kept, so one is set up again.
+        let small = try FaceDetector.detect(rgb: tall.pixels, width: tall.width, height: tall.height, inputShort: 96)
+        for _ in 0..<2 {
+            #expect(try [group, square, wide, tall].map(detect) == first.reversed())
+            #expect(try FaceDetector.detect(rgb: tall.pixels, width: tall.width, height: tall.height, inputShort: 96) == small)
+        }
+    }
+
     @Test("no face in the samples without people", arguments: ["snaps/phone-portrait.jpg", "snaps/landscape.webp", "snaps/adobe-rgb.jpg",
                                                                 "snaps/display-p3.jpg", "orientation/upright.png", "snaps/grey.jpg"])
     func noFalseFace(sample: String) throws {
