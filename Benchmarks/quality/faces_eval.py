@@ -8,7 +8,8 @@ original's pixels; a file with no faces is a photo without people). make_people.
 directory; real_people.py makes one from real photos with an independent detector's faces. Runs
 `snapthumb process` over every file listed into a scratch store, reads each manifest's `crop`
 (source and rectangle, in the original's pixels) and reports: the share of known faces at least
-90 % inside the square, by face size (share of the short side), the same for the plain centre
+90 % inside the square, by face size (share of the short side) and on the photos where one
+square can hold every face, the same for the plain centre
 square and for the best the rule allows (the same placement rule given the true faces: all when
 they fit, else the largest with as many others as fit beside it), how many photos found faces, and photos without people where a face
 was reported (false positives)."""
@@ -64,6 +65,7 @@ def main():
             m = json.load(open(os.path.join(store, "manifests", p)))
             manifests[os.path.basename(m["key"])] = m
     kept = centre_kept = best_kept = total = found_photos = people = 0
+    fit_total = fit_kept = 0  # faces of photos where one square can hold them all
     by_size = {}
     false_pos = empty = 0
     sources = {}
@@ -79,6 +81,7 @@ def main():
         side = min(w, h)
         found_photos += 1 if crop.get("faces", 0) > 0 else 0
         bl, bt = ideal(faces, w, h)
+        all_fit = all(inside(f, bl, bt, side) >= 0.9 for f in faces)
         for f in faces:
             total += 1
             ok = "left" in crop and inside(f, crop["left"], crop["top"], crop["width"]) >= 0.9
@@ -86,9 +89,12 @@ def main():
             best_kept += inside(f, bl, bt, side) >= 0.9
             centre_kept += inside(f, (w - side) / 2, (h - side) / 2, side) >= 0.9
             b = by_size.setdefault(bucket(f, side), [0, 0]); b[0] += 1; b[1] += ok
+            if all_fit:
+                fit_total += 1; fit_kept += ok
     print(json.dumps({"photos_with_people": people, "faces": total,
                       "kept_90pct_inside": round(kept / max(1, total), 3), "centre_kept_90pct_inside": round(centre_kept / max(1, total), 3),
                       "rule_best_90pct_inside": round(best_kept / max(1, total), 3),
+                      "faces_where_all_fit": fit_total, "kept_where_all_fit": round(fit_kept / max(1, fit_total), 3),
                       "kept_by_face_size": {k: f"{v[1]}/{v[0]}" for k, v in sorted(by_size.items())},
                       "photos_with_faces_found": found_photos, "photos_without_people": empty, "false_positive_photos": false_pos,
                       "crop_sources": sources}, indent=1))
