@@ -180,6 +180,28 @@ struct FaceTests {
         #expect(face.allSatisfy { $0.l > mean + 0.1 }, "\(face.map(\.l)) against the mean \(mean)")
     }
 
+    @Test("a face's skin tone keeps the face's own hue: a pale highlight in every cell does not tint it")
+    func skinHue() {
+        // Every cell: three columns of skin, one of a pale yellow highlight (the lighter group).
+        let side = 16
+        var rgb = [UInt8](repeating: 0, count: side * side * 3)
+        for y in 0..<side { for x in 0..<side {
+            let v: [UInt8] = x % 4 < 3 ? [225, 170, 140] : [250, 245, 190]
+            rgb.replaceSubrange((y * side + x) * 3..<(y * side + x) * 3 + 3, with: v)
+        } }
+        let pixels = OKLab.image(rgb: rgb)
+        let mean = pixels.reduce(.zero, +) / Double(pixels.count)
+        let face = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn,
+                                                    faces: [DrawnGrid.FaceCells(x0: 0, y0: 0, x1: 4, y1: 4)]))
+        let light = DrawnGrid.representative(Array(pixels.prefix(4)), lighter: true)
+        // The lighter group alone would move the hue this far: the test can tell.
+        #expect(abs((mean + light).a / 2 - mean.a) > 0.01 || abs((mean + light).b / 2 - mean.b) > 0.01)
+        for cell in face {
+            #expect(abs(cell.a - mean.a) < 0.006 && abs(cell.b - mean.b) < 0.006, "\(cell) against the face's mean \(mean)")
+            #expect(cell.l >= mean.l - 0.01, "not darker than the face: \(cell.l) against \(mean.l)")
+        }
+    }
+
     @Test("a lone dark cell on a flat field is neither outlined nor kept; a dark line is outlined")
     func isolatedAndContinuing() {
         let n = 9
