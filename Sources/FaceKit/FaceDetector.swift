@@ -33,12 +33,12 @@ public struct FaceDetectorError: Error, Sendable, CustomStringConvertible {
 /// thread, on first use. Deterministic: the same pixels give the same boxes on the same kind of
 /// CPU (see `detect` for other kinds).
 public enum FaceDetector {
-    /// The short side of the copy the network looks at. At 96 px a snap's detection costs
-    /// about a millisecond of CPU (docs/pixel-art.md: Faces); faces from about a tenth of
-    /// the short side up are found.
-    public static let defaultInputShort = 128
-    /// Boxes scoring below this are not faces: on the corpus photos without people 0.75 gave
-    /// no false face (docs/pixel-art.md: Faces).
+    /// The short side of the copy the network looks at. At 144 px a snap's detection costs
+    /// about 2.4 ms of CPU, no more than at 128 (the canvas of a 3:4 snap is 160×192 either way),
+    /// and finds faces from about a tenth of the short side up (docs/pixel-art.md: Faces).
+    public static let defaultInputShort = 144
+    /// Boxes scoring below this are not faces: with it no false face on 72 photos without
+    /// people (the corpus snaps and generated ones; docs/pixel-art.md: Faces).
     public static let defaultMinScore = 0.6
 
     /// Faces in packed 8-bit RGB, best first (at most `limit`). Opens the face plugin on the

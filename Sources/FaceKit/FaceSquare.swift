@@ -1,12 +1,13 @@
 /// Where a square cut from an image keeps its faces (issue 38): all of them when they fit in
-/// one square, else the largest; centred on them, moved only as far as the image allows.
+/// one square, else the largest and as many others as fit with it; centred on them, moved
+/// only as far as the image allows.
 public enum FaceSquare {
     /// The top-left corner of the `short`×`short` square of a `width`×`height` image (short =
     /// the shorter side) that keeps `faces`, or nil when there are none. Along the short side
-    /// the square is the whole image; along the long side it is centred on the faces' extent
-    /// (all faces when that fits in `short`, else the largest face: the biggest area, then
-    /// the best score, then the first), clamped to the image. Whole pixels, so the same
-    /// faces give the same square.
+    /// the square is the whole image; along the long side it is centred on the faces' extent:
+    /// all faces when that fits in `short`, else the largest face (the biggest area, then the
+    /// best score, then the first) with as many of the others as fit beside it (then the most
+    /// face area), clamped to the image. Whole pixels, so the same faces give the same square.
     public static func place(faces: [FaceBox], width: Int, height: Int) -> (left: Int, top: Int, side: Int)? {
         guard !faces.isEmpty, width > 0, height > 0 else { return nil }
         let side = min(width, height), long = max(width, height)
@@ -17,6 +18,20 @@ public enum FaceSquare {
             var largest = faces[0]
             for f in faces.dropFirst() where f.area > largest.area || (f.area == largest.area && f.score > largest.score) { largest = f }
             (low, high) = span(largest)
+            // Windows of the square's length starting at each face: the one holding the
+            // largest face and the most others wins.
+            var best = (count: 1, area: largest.area)
+            for start in faces.map({ span($0).0 }).sorted() {
+                let end = start + Double(side)
+                let inWindow = faces.filter { span($0).0 >= start && span($0).1 <= end }
+                guard inWindow.contains(largest) else { continue }
+                let area = inWindow.reduce(0) { $0 + $1.area }
+                if inWindow.count > best.count || (inWindow.count == best.count && area > best.area) {
+                    best = (inWindow.count, area)
+                    low = inWindow.map { span($0).0 }.min()!
+                    high = inWindow.map { span($0).1 }.max()!
+                }
+            }
         }
         let start = ((low + high) / 2 - Double(side) / 2).rounded()
         let offset = Int(min(Double(long - side), max(0, start)))

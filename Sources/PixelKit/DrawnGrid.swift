@@ -53,6 +53,7 @@ public enum DrawnGrid {
         var grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
         let n = side / factor
         let inFace = FaceCells.mask(faces, side: n)
+        var means = [OKLab](repeating: .zero, count: inFace.count)
         for i in inFace.indices where inFace[i] {
             let (cx, cy) = (i % n, i / n)
             var pixels: [OKLab] = []
@@ -67,14 +68,27 @@ public enum DrawnGrid {
             // win the cell, and the face is not paled either (its lightness change stays small).
             let mean = pixels.reduce(.zero, +) / Double(pixels.count), light = representative(pixels, lighter: true)
             grid[i] = (mean + light) / 2
+            means[i] = mean
         }
         var result = shaped(grid, side: n, lift: lift, faces: inFace)
         // The face's colour: face cells near the faces' mean take it (one skin tone, which the
-        // palette keeps a slot for), the rest (eyes, a beard) keep theirs.
+        // palette keeps a slot for), the rest (eyes, a beard) keep theirs. The tone has the
+        // faces' own hue and chroma (their cells' plain means: the lighter groups lean to the
+        // highlights' hue), and the face gives back most of the lightness the lighter groups
+        // added (up to 0.03): they keep hair and shadow from winning cells, not pale the face.
         let faceCells = inFace.indices.filter { inFace[$0] }
         if !faceCells.isEmpty {
-            let skin = faceCells.map { result[$0] }.reduce(.zero, +) / Double(faceCells.count)
-            for i in faceCells where result[i].distance(skin) < 0.1 { result[i] = skin }
+            let count = Double(faceCells.count)
+            let drawn = faceCells.map { result[$0] }.reduce(.zero, +) / count
+            let plain = faceCells.map { means[$0] }.reduce(.zero, +) / count
+            // At most 0.03 darker: a face mostly in shadow or hair still shows skin.
+            let lighter = min(0.03, 0.75 * max(0, drawn.l - plain.l))
+            let skin = OKLab(l: drawn.l - lighter, a: plain.a, b: plain.b)
+            for i in faceCells {
+                var cell = result[i]
+                cell.l -= lighter
+                result[i] = cell.distance(skin) < 0.1 ? skin : cell
+            }
         }
         return OKLab.rgb(result)
     }

@@ -117,7 +117,12 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// and the AVIF square's colour box says sRGB.
     /// 6: faces first (issue 38): the square is placed around the faces found, and the
     /// drawn and retro grids keep faces light.
-    public static let pipelineVersion = 6
+    /// 7: the face detector's input is reduced differently (whole-block means, then bilinear)
+    /// and a box spanning the whole frame is no face: different faces, so different squares;
+    /// when the faces do not all fit, the square keeps the largest with as many others as fit.
+    /// 8: drawn and retro faces: one skin tone of the faces' own hue, the face gives back
+    /// most of the lightness its lighter groups added; the palette's reserved slot is that tone.
+    public static let pipelineVersion = 8
 
     public var digest: String
     public var version: Int

@@ -37,6 +37,42 @@ struct FaceTests {
         #expect(try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height) == faces)
     }
 
+    /// group-wide.jpg (1440×720): a large face, a smaller one beside it, another far to the right.
+    static let group = [FaceBox(x: 236.5, y: 250.3, width: 126.2, height: 158.4),
+                        FaceBox(x: 656.2, y: 365.2, width: 86, height: 108),
+                        FaceBox(x: 1286.2, y: 325.2, width: 86, height: 108)]
+
+    @Test("a group along a wide photo: every face found; the square keeps the largest and its neighbour, not the far one")
+    func groupWide() throws {
+        let image = try Self.rgb("people/group-wide.jpg")
+        let faces = try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height)
+        #expect(faces.count == 3, "\(faces)")
+        for known in Self.group { #expect(faces.contains { Self.overlap($0, known) > 0.5 }, "\(known) in \(faces)") }
+        let upload = try Fixtures.process(Fixtures.bytes(Fixtures.sample("people/group-wide.jpg")))
+        let crop = try #require(upload.manifest.crop)
+        #expect(crop.source == .faces && crop.faces == 3 && crop.top == 0 && crop.width == 720, "\(crop)")
+        let inside = Self.group.map { FaceSquare.inside($0, left: Double(crop.left ?? -1), top: 0, side: 720) }
+        #expect(inside[0] >= 0.9 && inside[1] >= 0.9 && inside[2] < 0.1, "\(inside) at \(crop)")
+        // The largest face alone would have put the square at the left edge, cutting its neighbour.
+        #expect(FaceSquare.inside(Self.group[1], left: 0, top: 0, side: 720) < 0.9)
+    }
+
+    @Test("the same boxes whatever shapes the thread met before (one network per input shape)")
+    func shapesInTurn() throws {
+        let tall = try Self.rgb("people/tall-portrait.jpg"), wide = try Self.rgb("people/side-person.jpg")
+        let square = try Self.rgb("people/astronaut.jpg"), group = try Self.rgb("people/group-wide.jpg")
+        func detect(_ i: (pixels: [UInt8], width: Int, height: Int)) throws -> [FaceBox] {
+            try FaceDetector.detect(rgb: i.pixels, width: i.width, height: i.height)
+        }
+        let first = try [tall, wide, square, group].map(detect)
+        // Five shapes in turn on one thread: more than the networks kept, so one is set up again.
+        let small = try FaceDetector.detect(rgb: tall.pixels, width: tall.width, height: tall.height, inputShort: 96)
+        for _ in 0..<2 {
+            #expect(try [group, square, wide, tall].map(detect) == first.reversed())
+            #expect(try FaceDetector.detect(rgb: tall.pixels, width: tall.width, height: tall.height, inputShort: 96) == small)
+        }
+    }
+
     @Test("no face in the samples without people", arguments: ["snaps/phone-portrait.jpg", "snaps/landscape.webp", "snaps/adobe-rgb.jpg",
                                                                 "snaps/display-p3.jpg", "orientation/upright.png", "snaps/grey.jpg"])
     func noFalseFace(sample: String) throws {
@@ -50,7 +86,7 @@ struct FaceTests {
         #expect(throws: FaceDetectorError.self) { try FaceDetector.detect(rgb: [0, 0, 0], width: 1, height: 1, inputShort: 8) }
     }
 
-    @Test("the square: all faces when they fit, else the largest; centred on them, inside the image")
+    @Test("the square: all faces when they fit, else the largest with those that fit beside it; centred on them, inside the image")
     func placement() {
         #expect(FaceSquare.place(faces: [], width: 300, height: 400) == nil)
         // One face near the top of a portrait: the square starts at the top.
@@ -63,6 +99,14 @@ struct FaceTests {
         // Two that do not fit: the larger one, centred (650 + 40 − 100).
         #expect(FaceSquare.place(faces: [FaceBox(x: 10, y: 50, width: 30, height: 30), FaceBox(x: 650, y: 50, width: 80, height: 80)],
                                  width: 1000, height: 200)! == (590, 0, 200))
+        // Three that do not fit: the largest and the one that fits beside it (560…730, centre 645),
+        // not the largest alone (590) and not the far one.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 10, y: 50, width: 30, height: 30), FaceBox(x: 650, y: 50, width: 80, height: 80),
+                                         FaceBox(x: 560, y: 40, width: 30, height: 30)], width: 1000, height: 200)! == (545, 0, 200))
+        // A group along a tall photo: the largest face with the two small ones below it.
+        #expect(FaceSquare.place(faces: [FaceBox(x: 20, y: 700, width: 40, height: 40), FaceBox(x: 100, y: 100, width: 90, height: 90),
+                                         FaceBox(x: 30, y: 230, width: 40, height: 40), FaceBox(x: 150, y: 300, width: 40, height: 40)],
+                                 width: 300, height: 1000)! == (0, 70, 300))
         #expect(FaceSquare.inside(FaceBox(x: 0, y: 0, width: 10, height: 10), left: 5, top: 0, side: 100) == 0.5)
     }
 
@@ -134,6 +178,28 @@ struct FaceTests {
         let mean = OKLab.image(rgb: rgb).reduce(0) { $0 + $1.l } / Double(side * side)
         #expect(plain.allSatisfy { $0.l < 0.3 }, "\(plain.map(\.l))")
         #expect(face.allSatisfy { $0.l > mean + 0.1 }, "\(face.map(\.l)) against the mean \(mean)")
+    }
+
+    @Test("a face's skin tone keeps the face's own hue: a pale highlight in every cell does not tint it")
+    func skinHue() {
+        // Every cell: three columns of skin, one of a pale yellow highlight (the lighter group).
+        let side = 16
+        var rgb = [UInt8](repeating: 0, count: side * side * 3)
+        for y in 0..<side { for x in 0..<side {
+            let v: [UInt8] = x % 4 < 3 ? [225, 170, 140] : [250, 245, 190]
+            rgb.replaceSubrange((y * side + x) * 3..<(y * side + x) * 3 + 3, with: v)
+        } }
+        let pixels = OKLab.image(rgb: rgb)
+        let mean = pixels.reduce(.zero, +) / Double(pixels.count)
+        let face = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn,
+                                                    faces: [DrawnGrid.FaceCells(x0: 0, y0: 0, x1: 4, y1: 4)]))
+        let light = DrawnGrid.representative(Array(pixels.prefix(4)), lighter: true)
+        // The lighter group alone would move the hue this far: the test can tell.
+        #expect(abs((mean + light).a / 2 - mean.a) > 0.01 || abs((mean + light).b / 2 - mean.b) > 0.01)
+        for cell in face {
+            #expect(abs(cell.a - mean.a) < 0.006 && abs(cell.b - mean.b) < 0.006, "\(cell) against the face's mean \(mean)")
+            #expect(cell.l >= mean.l - 0.01, "not darker than the face: \(cell.l) against \(mean.l)")
+        }
     }
 
     @Test("a lone dark cell on a flat field is neither outlined nor kept; a dark line is outlined")

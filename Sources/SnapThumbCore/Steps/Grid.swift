@@ -16,10 +16,16 @@ extension PipelineStep {
                                     y1: (f.y + f.height - Double(p.top)) / Double(p.side) * Double(grid))
             } } ?? []
             snap.grid = DrawnGrid.cells(rgb: source, side: 4 * grid, factor: 4, lift: lift, faces: faces)
-            // The skin colour the palette keeps a slot for: the face cells' mean, in OKLab.
-            let inFace = DrawnGrid.FaceCells.mask(faces, side: grid), cells = OKLab.image(rgb: snap.grid)
-            let skin = cells.indices.filter { inFace[$0] }.map { cells[$0] }
-            snap.skin = skin.isEmpty ? nil : (skin.reduce(.zero, +) / Double(skin.count)).colour
+            // The skin colour the palette keeps a slot for: the face cells' most common colour
+            // (the one skin tone DrawnGrid gives the face; the first of equals).
+            let inFace = DrawnGrid.FaceCells.mask(faces, side: grid)
+            var counts: [Colour: Int] = [:], order: [Colour] = []
+            for i in inFace.indices where inFace[i] {
+                let c = Colour(red: snap.grid[3 * i], green: snap.grid[3 * i + 1], blue: snap.grid[3 * i + 2])
+                if counts[c] == nil { order.append(c) }
+                counts[c, default: 0] += 1
+            }
+            snap.skin = order.max { counts[$0]! < counts[$1]! }
         } else {
             snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
         }
