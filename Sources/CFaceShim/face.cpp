@@ -178,13 +178,14 @@ extern "C" int snap_faces_detect(const unsigned char *rgb, int width, int height
 		else {
 			// Box means over whole k × k blocks first (OpenCV's fast path for an integer
 			// factor; the general area resample costs a third of the network), then bilinear
-			// for what is left (less than 2×, so nothing aliases).
+			// for what is left (less than 2×, so nothing aliases). Both in integers, the
+			// bilinear one OpenCV's bit-exact kind: the network sees the same input on every CPU.
 			int k = std::max(1, (int) (1 / scale));
 			if (k > 1 && (width / k != w || height / k != h)) {
 				cv::resize(source, reduced, cv::Size(width / k, height / k), 0, 0, cv::INTER_AREA);
-				cv::resize(reduced, area, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+				cv::resize(reduced, area, cv::Size(w, h), 0, 0, cv::INTER_LINEAR_EXACT);
 			} else
-				cv::resize(source, area, cv::Size(w, h), 0, 0, k > 1 ? cv::INTER_AREA : cv::INTER_LINEAR);
+				cv::resize(source, area, cv::Size(w, h), 0, 0, k > 1 ? cv::INTER_AREA : cv::INTER_LINEAR_EXACT);
 		}
 		if (!may_hold_faces(area)) return 0;
 		cv::dnn::Net *network = network_for(pw, ph, error, error_size);

@@ -124,7 +124,8 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// most of the lightness its lighter groups added; the palette's reserved slot is that tone.
     /// 9: the face detector skips photos in colour without a skin-coloured region (no faces
     /// there, so a centre or attention square where it once found some).
-    public static let pipelineVersion = 9
+    /// 10: the detector's input is scaled with OpenCV's bit-exact bilinear resample.
+    public static let pipelineVersion = 10
 
     public var digest: String
     public var version: Int
