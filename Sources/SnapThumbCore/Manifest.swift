@@ -122,7 +122,10 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// when the faces do not all fit, the square keeps the largest with as many others as fit.
     /// 8: drawn and retro faces: one skin tone of the faces' own hue, the face gives back
     /// most of the lightness its lighter groups added; the palette's reserved slot is that tone.
-    public static let pipelineVersion = 8
+    /// 9: the face detector skips photos in colour without a skin-coloured region (no faces
+    /// there, so a centre or attention square where it once found some).
+    /// 10: the detector's input is scaled with OpenCV's bit-exact bilinear resample.
+    public static let pipelineVersion = 10
 
     public var digest: String
     public var version: Int

@@ -19,7 +19,9 @@ typedef struct snap_face_box {
  * copy scaled so that its short side is at most input_short pixels (and its long side at
  * most 2 × input_short). Boxes scoring below min_score are dropped, overlapping ones
  * (IoU > 0.3) merged into the best; at most max_faces are written, best first (equal
- * scores: in the network's order, so the same input gives the same boxes).
+ * scores: in the network's order, so the same input gives the same boxes). A photo in colour
+ * with no skin-coloured region at least 4.5 % of the short side across is not given to the
+ * network at all (no faces: 0).
  * Returns the number written, or -1 (the model would not load), -2 (bad arguments),
  * -3 (the network failed); error receives a message then (NUL-terminated). */
 int snap_faces_detect(const unsigned char *rgb, int width, int height, int input_short, float min_score,
