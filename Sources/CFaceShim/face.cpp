@@ -164,6 +164,10 @@ extern "C" int snap_faces_detect(const unsigned char *rgb, int width, int height
 		double scale = std::min({1.0, (double) input_short / std::min(width, height),
 		                         2.0 * input_short / std::max(width, height)});
 		int w = std::max(1, (int) std::lround(width * scale)), h = std::max(1, (int) std::lround(height * scale));
+		// A strip this thin at the network's scale (a 65000 × 1 image becomes 288 × 1) holds no
+		// face it could find, its smallest anchors being 8 px apart; OpenCV would also refuse to
+		// reduce it to zero rows below.
+		if (w < 8 || h < 8) return 0;
 		// The network's strides go to 32: the copy goes into the top left of a black canvas
 		// whose sides are multiples of 32.
 		int pw = (w + 31) / 32 * 32, ph = (h + 31) / 32 * 32;
