@@ -148,11 +148,16 @@ struct RedriveCommand: AsyncParsableCommand {
         var seen = Set<String>()
         var kept: [String] = []
         // A pull may come back empty while messages wait (they are spread over servers, and a
-        // message handed back takes a moment to return): three empty pulls in a row end it.
+        // message handed back takes a moment to return), and a pull given up on at its timeout
+        // may have leased messages that come back only at the ack deadline (10 s unless the
+        // subscription says otherwise): it ends after three empty pulls in a row spanning at
+        // least 12 s.
         var empty = 0
+        let clock = ContinuousClock()
+        var quietSince = clock.now
         while true {
             let batch: [ReceivedMessage]
-            do { batch = try await client.pull(subscription, maxMessages: 10, wait: 2) } catch {
+            do { batch = try await client.pull(subscription, maxMessages: 10, wait: 4) } catch {
                 logger.error("cannot pull from the dead-letter subscription", metadata: ["snap.error": "\(describe(error))"])
                 counts.failed += 1
                 break
@@ -161,11 +166,12 @@ struct RedriveCommand: AsyncParsableCommand {
             kept += batch.filter { !fresh.contains($0) }.map(\.ackID)
             if fresh.isEmpty {
                 empty += 1
-                if empty >= 3 { break }
+                if empty >= 3 && clock.now - quietSince >= .seconds(12) { break }
                 try? await Task.sleep(for: .seconds(1))
                 continue
             }
             empty = 0
+            quietSince = clock.now
             for received in fresh {
                 switch Redrive.plan(pubSub: received.message) {
                 case .leave(let reason):
@@ -198,7 +204,12 @@ struct RedriveCommand: AsyncParsableCommand {
                 }
             }
         }
-        if !kept.isEmpty { try? await client.modifyAckDeadline(subscription, ackIDs: kept, seconds: 0) }
+        if !kept.isEmpty {
+            do { try await client.modifyAckDeadline(subscription, ackIDs: kept, seconds: 0) } catch {
+                logger.warning("the letters kept could not be handed back at once; they return at their ack deadline",
+                               metadata: ["snap.count": "\(kept.count)", "snap.error": "\(describe(error))"])
+            }
+        }
         return counts
     }
 }
