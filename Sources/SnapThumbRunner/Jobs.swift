@@ -10,10 +10,19 @@ public protocol JobSource: Sendable {
     /// The next job, waiting at most `timeout` seconds for one (0: only a job that
     /// is ready now).
     func next(waitingUpTo timeout: Double) -> JobSourceItem
+    /// The same, with the id the runner gives the job it returns (the runner calls this one; a
+    /// source that matches results back to its own records keeps the id: ``JobResult/id``).
+    /// An id is never offered twice in a run; one offered for no job is not used again.
+    func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem
     /// How many jobs are still to come, when that is known: each worker is then
     /// dealt no more than its fair share, so that the workers finish together.
     /// Nil for a source that streams (the watch folder).
     var remaining: Int? { get }
+}
+
+extension JobSource {
+    /// A source that does not need ids (a file list) ignores it.
+    public func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem { next(waitingUpTo: timeout) }
 }
 
 public enum JobSourceItem: Sendable {
@@ -81,4 +90,15 @@ public struct JobResult: Sendable {
     public var manifestJSON: String? = nil
     /// Times a worker was given this job in this run (more than 1 after crashes).
     public var attempts: Int = 1
+    /// The id the job was taken from its source with (``JobSource/next(waitingUpTo:id:)``).
+    public var id: JobID? = nil
+}
+
+extension JobResult {
+    /// A job's end as a runner reports it: for a job source's own tests, or another runner.
+    public init(entry: FileWalker.Entry, outcome: JobOutcome, milliseconds: Double, id: JobID?, sourceDigest: String? = nil,
+                replacedDigest: String? = nil, attempts: Int = 1) {
+        self.init(entry: entry, outcome: outcome, milliseconds: milliseconds, sourceDigest: sourceDigest, replacedDigest: replacedDigest,
+                  attempts: attempts, id: id)
+    }
 }
