@@ -112,6 +112,41 @@ struct DaemonTests {
     }
 }
 
+@Suite("A job's end, classified once")
+struct JobVerdictTests {
+    @Test("every outcome of the runner has one verdict, with its error; the digests travel with a published job")
+    func classification() {
+        func spell(_ verdict: JobVerdict) -> String {
+            switch verdict {
+            case .published(_, let digest, let replaced): return "published \(digest ?? "-") \(replaced ?? "-")"
+            case .repeated: return "repeat"
+            case .superseded(let error): return "superseded \(error.code.rawValue)"
+            case .transient(let error): return "transient \(error.code.rawValue)"
+            case .refused(let error, let how): return "refused \(error.code.rawValue) \(how)"
+            case .abandoned: return "abandoned"
+            }
+        }
+        let cases: [(JobOutcome, String)] = [
+            (.processed([:]), "published sha256:a sha256:b"),
+            (.skipped, "repeat"),
+            (.failed(SnapError(.superseded, "replaced")), "superseded superseded"),
+            (.failed(SnapError(.io, "disk")), "transient io"),
+            (.failed(SnapError(.store, "unreachable")), "transient store"),
+            (.failed(SnapError(.corrupt, "broken")), "refused corrupt failed"),
+            (.failed(SnapError(.internal, "cannot start")), "refused internal failed"),
+            (.crashed(SnapError(.poison, "killed")), "refused poison crashed"),
+            (.timedOut(SnapError(.timeout, "slow")), "refused timeout timedOut"),
+            (.abandoned, "abandoned"),
+        ]
+        for (outcome, expected) in cases {
+            let verdict = JobResult(entry: FileWalker.Entry(relativePath: "a.jpg", path: "/a.jpg", size: 1), outcome: outcome, milliseconds: 1,
+                                    id: JobID(1), sourceDigest: "sha256:a", replacedDigest: "sha256:b").verdict
+            #expect(spell(verdict) == expected)
+            #expect((verdict.error == nil) == ["published", "repeat", "abandoned"].contains { expected.hasPrefix($0) })
+        }
+    }
+}
+
 /// Log lines as `level message key=value…`.
 final class Lines: LogHandler, Sendable {
     let lines = Mutex<[String]>([])
