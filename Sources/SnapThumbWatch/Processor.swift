@@ -256,7 +256,7 @@ final class ClaimSource: JobSource, Sendable {
     }
 
     func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
-        let deadline = wallNow() + timeout
+        let deadline = monotonicNow() + timeout
         while true {
             guard let work = candidates.take(until: deadline) else { return candidates.isStopped ? .ended : .notYet }
             if let entry = processor.claim(work, id: id) { return .job(entry) }
