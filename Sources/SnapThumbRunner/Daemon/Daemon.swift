@@ -13,6 +13,7 @@ import SystemKit
 ///     the plan's blocking loops (consume's receive loop), a thread each
 ///     the plan's tickers, each a child task on a thread of its own
 ///     `started` (its log line), READY=1, then the watchdog (WATCHDOG=1 while healthy)
+///     (the plan's hooks run on a thread of their own too: stopping a scanner may block)
 ///     … until graceful shutdown (SIGTERM/SIGINT through ServiceGroup, or cancellation)
 ///       or the runner failing (no worker process can be started) …
 ///     STOPPING=1, `draining` (stop taking work), the runner's drain (`drainTimeout`, then
@@ -34,12 +35,14 @@ public enum Daemon {
         let runnerDone = Latch<Void>()
         let loopsDone = plan.loops.map { _ in Latch<Void>() }
         let runnerThread = ThreadExecutor(name: "snapthumb-\(plan.name)-runner")
+        // The plan's hooks: stopping a scanner or a receive loop, handing back what is held, may block.
+        let controlThread = ThreadExecutor(name: "snapthumb-\(plan.name)-control")
         let loopThreads = plan.loops.map { ThreadExecutor(name: $0.name) }
         let tickerThreads = plan.tickers.map { ThreadExecutor(name: $0.name) }
         let watchdogThread = notifier.watchdogInterval.map { _ in ThreadExecutor(name: plan.watchdogName) }
         let tickersStop = StopSignal()
         defer {
-            for executor in [runnerThread] + loopThreads + tickerThreads + (watchdogThread.map { [$0] } ?? []) { executor.shutdown() }
+            for executor in [runnerThread, controlThread] + loopThreads + tickerThreads + (watchdogThread.map { [$0] } ?? []) { executor.shutdown() }
         }
 
         let why = await withDiscardingTaskGroup { group -> Ending in
@@ -56,11 +59,11 @@ public enum Daemon {
                     done.fire(())
                 }
             }
-            // The tickers and the watchdog end once the drain is over (or on cancellation).
+            // The tickers and the watchdog end once the drain is over.
             for (ticker, thread) in zip(plan.tickers, tickerThreads) {
                 group.addTask(executorPreference: thread) { ticker.run(until: tickersStop) }
             }
-            plan.started()
+            await withTaskExecutorPreference(controlThread) { plan.started() }
             notifier.send("READY=1\nSTATUS=\(plan.readyStatus)", logger: logger)
             if let interval = notifier.watchdogInterval, let watchdogThread, let check = plan.watchdog {
                 let watchdog = DaemonTicker(name: plan.watchdogName, interval: interval) {
@@ -81,20 +84,19 @@ public enum Daemon {
                 }
             } onCancel: {
                 ending.fire(.shutdown)
-                tickersStop.fire()
             }
             notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
-            plan.draining()
+            await withTaskExecutorPreference(controlThread) { plan.draining() }
             plan.pool.stop(drainDeadline: plan.drainTimeout)
             await runnerDone.value
             for done in loopsDone { await done.value }
-            // What is still held is handed back, which may wait for a queue: on the runner's thread, idle now.
-            await withTaskExecutorPreference(runnerThread) { plan.drained() }
+            // The tickers run on meanwhile (consume's leases of the messages still held).
+            await withTaskExecutorPreference(controlThread) { plan.drained() }
             tickersStop.fire()
             return why
         }
         // Every child has ended: no tick runs any more.
-        await withTaskExecutorPreference(runnerThread) { plan.stopped() }
+        await withTaskExecutorPreference(controlThread) { plan.stopped() }
         if case .runnerFailed(let reason) = why { throw SnapError(.internal, "cannot run worker processes: \(reason)") }
     }
 
@@ -122,6 +124,7 @@ public struct DaemonPlan: Sendable {
     public var watchdogName: String
     /// systemd's STATUS= text once ready.
     public var readyStatus: String
+    // The four hooks run in this order, on the daemon's control thread (`snapthumb-<name>-control`).
     /// After the runner, the loops and the tickers started, before READY=1 (the start log line).
     public var started: @Sendable () -> Void = {}
     /// On shutdown, before the runner's drain: log, and stop taking work.
