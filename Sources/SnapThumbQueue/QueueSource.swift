@@ -135,9 +135,6 @@ final class QueueSource: JobSource, Sendable {
         }
     }
 
-    /// Jobs are only given with an id (the runner's), by which their results come back.
-    func next(waitingUpTo timeout: Double) -> JobSourceItem { .notYet }
-
     var remaining: Int? { nil }
 
     /// Messages held now (received, not yet deleted or released).

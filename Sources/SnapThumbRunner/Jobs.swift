@@ -8,21 +8,14 @@ import SnapThumbStore
 /// arrive. Several supervisor threads call it at once.
 public protocol JobSource: Sendable {
     /// The next job, waiting at most `timeout` seconds for one (0: only a job that
-    /// is ready now).
-    func next(waitingUpTo timeout: Double) -> JobSourceItem
-    /// The same, with the id the runner gives the job it returns (the runner calls this one; a
-    /// source that matches results back to its own records keeps the id: ``JobResult/id``).
-    /// An id is never offered twice in a run; one offered for no job is not used again.
+    /// is ready now), taken as job `id`: the runner returns the id with the job's result
+    /// (``JobResult/id``), and a source that keeps records of its jobs finds them by it. An id
+    /// is never offered twice in a run; one offered for no job is not used again.
     func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem
     /// How many jobs are still to come, when that is known: each worker is then
     /// dealt no more than its fair share, so that the workers finish together.
     /// Nil for a source that streams (the watch folder).
     var remaining: Int? { get }
-}
-
-extension JobSource {
-    /// A source that does not need ids (a file list) ignores it.
-    public func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem { next(waitingUpTo: timeout) }
 }
 
 public enum JobSourceItem: Sendable {
@@ -40,7 +33,7 @@ public final class FileList: JobSource {
 
     public init(_ files: [FileWalker.Entry]) { self.files = files }
 
-    public func next(waitingUpTo timeout: Double) -> JobSourceItem {
+    public func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
         cursor.withLock { cursor in
             guard cursor < files.count else { return .ended }
             cursor += 1

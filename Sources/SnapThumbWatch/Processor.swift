@@ -263,8 +263,5 @@ final class ClaimSource: JobSource, Sendable {
         }
     }
 
-    /// Only the runner takes claims (with an id); without one there is no job.
-    func next(waitingUpTo timeout: Double) -> JobSourceItem { .notYet }
-
     var remaining: Int? { nil }
 }
