@@ -143,7 +143,8 @@ let package = Package(
         .target(
             name: "SnapThumbRunner",
             dependencies: ["SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SystemKit", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Hummingbird", package: "hummingbird")]
+                           .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         // ---- Layer 4: what runs on the runner or reads a store.
         // `snapthumb verify`: re-hashes a store and validates every manifest against the
@@ -238,19 +239,30 @@ let package = Package(
         ),
         .testTarget(
             name: "SnapThumbRunnerTests",
-            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "SystemKit"]
+            dependencies: ["SnapThumbRunner", "SnapThumbStore", "SnapThumbVerify", "SnapThumbCore", "SnapThumbTesting", "SystemKit",
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")]
         ),
         .testTarget(
             name: "SnapThumbVerifyTests",
             dependencies: ["SnapThumbVerify", "SnapThumbStore", "SnapThumbCore", "SnapThumbTesting", "VipsKit", "SystemKit"]
         ),
         // The signer against AWS's vectors; the bucket store against moto's S3 server and a
-        // real Ceph RGW on 127.0.0.1; `consume`'s queue source and bucket events.
+        // real Ceph RGW on 127.0.0.1; `consume`'s keys against S3Sources' listing.
         .testTarget(
             name: "SnapThumbS3Tests",
             dependencies: ["SnapThumbS3", "SnapThumbQueue", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "HTTPKit",
                            "SnapThumbRunner", "SnapThumbTesting", "SystemKit", "VipsKit"],
             exclude: ["Fixtures"]
+        ),
+        // SnapThumbQueue on its own, no server: bucket events, message-to-job mapping, outcome
+        // classification and what the consumer does to each message, with a recording fake queue.
+        .testTarget(
+            name: "SnapThumbQueueTests",
+            dependencies: ["SnapThumbQueue", "SnapThumbRunner", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore",
+                           "SystemKit", "VipsKit", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Prometheus", package: "swift-prometheus")]
         ),
         // Credentials against a fake token endpoint and metadata server (Scripts/fake-google-auth.py),
         // the Pub/Sub client against Google's emulator when it is installed.

@@ -30,9 +30,11 @@ public struct ConsumeConfiguration: Sendable {
     public var capacity: Int { max(2, jobs * 3) }
 }
 
-/// `snapthumb consume` as a swift-service-lifecycle `Service`: receives upload events from a
-/// queue and runs them through the same runner as backfill and watch (`ProcessPool`: `jobs`
-/// `snapthumb worker` processes that publish through their group commit). On graceful
+/// `snapthumb consume` as a swift-service-lifecycle `Service`: the queue's job source
+/// (`QueueSource`) and its configuration on the daemon skeleton (`Daemon.run`). It receives
+/// upload events from a queue and runs them through the same runner as backfill and watch
+/// (`ProcessPool`: `jobs` `snapthumb worker` processes that publish through their group
+/// commit). When no worker process can be started it drains and throws, as `watch` does. On graceful
 /// shutdown (SIGTERM/SIGINT) it stops receiving, lets jobs in flight finish for up to
 /// `drainTimeout`, releases every message it still holds (visible again at once) and returns.
 public final class ConsumeService: Service, Sendable {
@@ -81,100 +83,44 @@ public final class ConsumeService: Service, Sendable {
 
         let pool = ProcessPool(executable: workerExecutable, arguments: workerArguments, jobs: config.jobs,
                                window: 2, deadline: config.imageTimeout, loneCrashRetries: 1)
-        // Whichever comes first ends the service: graceful shutdown, or the runner giving up
-        // (no worker process can be started): then holding messages would only delay them.
-        let (endings, ending) = AsyncStream<Ending>.makeStream()
-        let runnerDone = DispatchGroup()
-        runnerDone.enter()
-        let runner = Thread {
-            do { try pool.run(source) { source.conclude($0) } } catch {
-                logger.critical("cannot run worker processes", metadata: ["snap.error": "\(describe(error))"])
-                ending.yield(.runnerFailed(describe(error)))
-            }
-            runnerDone.leave()
+        let queue = self.queue, scope = self.scope, deadLetters = self.deadLetters
+        var plan = DaemonPlan(name: "consume", pool: pool, source: source, conclude: { source.conclude($0) },
+                              drainTimeout: config.drainTimeout, watchdogName: "snapthumb-consume-watchdog",
+                              readyStatus: "consuming \(queue.location)")
+        plan.loops = [DaemonLoop(name: "snapthumb-consume-receiver") { source.receiveLoop() }]
+        plan.tickers = [
+            DaemonTicker(name: "snapthumb-consume-leases", interval: min(1, max(0.1, queue.leaseSeconds / 6))) { source.extendLeases() },
+            DaemonTicker(name: "snapthumb-consume-metrics", interval: config.metricsInterval) {
+                metrics.housekeep(inFlight: source.count)
+                textfile?.write(logger: logger)
+            },
+        ]
+        plan.started = {
+            logger.info("consuming", metadata: [
+                "snap.worker": "\(config.workerID)", "snap.queue": "\(queue.location)", "snap.source": "s3://\(scope.bucket)/\(scope.prefix)",
+                "snap.dead_letter_queue": "\(deadLetters?.location ?? "none")", "snap.jobs": .number(config.jobs),
+                "snap.lease_s": .number(Double(queue.leaseSeconds), places: 0)])
         }
-        runner.name = "snapthumb-consume-runner"
-        runner.start()
-
-        let receiverDone = DispatchGroup()
-        receiverDone.enter()
-        let receiver = Thread {
-            source.receiveLoop()
-            receiverDone.leave()
-        }
-        receiver.name = "snapthumb-consume-receiver"
-        receiver.start()
-
-        let leases = Ticker(interval: min(1, max(0.1, queue.leaseSeconds / 6)), name: "snapthumb-consume-leases") {
-            source.extendLeases()
-        }
-        let housekeeping = Ticker(interval: config.metricsInterval, name: "snapthumb-consume-metrics") {
-            metrics.housekeep(inFlight: source.count)
-            textfile?.write(logger: logger)
-        }
-        logger.info("consuming", metadata: [
-            "snap.worker": "\(config.workerID)", "snap.queue": "\(queue.location)", "snap.source": "s3://\(scope.bucket)/\(scope.prefix)",
-            "snap.dead_letter_queue": "\(deadLetters?.location ?? "none")", "snap.jobs": .number(config.jobs),
-            "snap.lease_s": .number(Double(queue.leaseSeconds), places: 0)])
-
-        notifier.send("READY=1\nSTATUS=consuming \(queue.location)", logger: logger)
-        let notifier = self.notifier
         // A receive loop that has not gone round for a long poll, a request's retries and a
         // minute is stuck: the watchdog pings stop and systemd restarts the worker.
-        let watchdog = notifier.watchdogInterval.map { interval in
-            Ticker(interval: interval, name: "snapthumb-consume-watchdog") {
-                let quiet = source.secondsSinceLoop
-                if quiet < 20 + 60 + 60 {
-                    notifier.send("WATCHDOG=1", logger: logger)
-                } else {
-                    logger.error("the receive loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.quiet_s": .number(Int(quiet))])
-                }
-            }
+        plan.watchdog = {
+            let quiet = source.secondsSinceLoop
+            if quiet < 20 + 60 + 60 { return .healthy }
+            return .stuck(report: ("the receive loop is stuck; no longer answering systemd's watchdog", ["snap.quiet_s": .number(Int(quiet))]))
         }
-
-        // An unstructured task inherits the service's task-locals, its graceful shutdown among them.
-        Task {
-            try? await gracefulShutdown()
-            ending.yield(.shutdown)
+        plan.draining = {
+            logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
+                "snap.in_flight": .number(source.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
+            // A long poll under way may finish within the drain timeout (what it brings is released).
+            source.stop(pollGrace: config.drainTimeout)
         }
-        var why = Ending.shutdown
-        for await first in endings { why = first; break }
-        notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
-        logger.info("shutting down: no new messages; draining jobs in flight", metadata: [
-            "snap.in_flight": .number(source.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
-        // A long poll under way may finish within the drain timeout (what it brings is released).
-        source.stop(pollGrace: config.drainTimeout)
-        pool.stop(drainDeadline: config.drainTimeout)
-        await Self.wait(for: runnerDone)
-        await Self.wait(for: receiverDone)
         // Jobs that did not finish were handed back as abandoned: their messages are released.
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                source.finish()
-                continuation.resume()
-            }
+        plan.drained = { source.finish() }
+        plan.stopped = {
+            metrics.housekeep(inFlight: source.count)
+            textfile?.write(logger: logger)
+            logger.info("stopped", metadata: ["snap.worker": "\(config.workerID)"])
         }
-        leases.stop()
-        housekeeping.stop()
-        watchdog?.stop()
-        metrics.housekeep(inFlight: source.count)
-        textfile?.write(logger: logger)
-        logger.info("stopped", metadata: ["snap.worker": "\(config.workerID)"])
-        if case .runnerFailed(let reason) = why { throw SnapError(.internal, "cannot run worker processes: \(reason)") }
-    }
-
-    private enum Ending: Sendable {
-        case shutdown
-        case runnerFailed(String)
-    }
-
-    /// Waits for the group on a plain thread, so the cooperative pool is never blocked.
-    static func wait(for group: DispatchGroup) async {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                group.wait()
-                continuation.resume()
-            }
-        }
+        try await Daemon.run(plan, notifier: notifier, logger: logger)
     }
 }

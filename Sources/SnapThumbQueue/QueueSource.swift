@@ -65,12 +65,12 @@ final class QueueSource: JobSource, Sendable {
         var ready: [Job] = []
         /// Held messages by message id.
         var held: [String: Held] = [:]
-        /// Message ids of the jobs given to the runner, by source path, in the order given.
-        var dealt: [String: [String]] = [:]
+        /// The message id of each job given to the runner, by the job's id.
+        var dealt: [JobID: String] = [:]
         var stopped = false
         var pausedUntil = 0.0
         /// When the receive loop last went round (uptime seconds), for the watchdog.
-        var lastLoop = ProcessInfo.processInfo.systemUptime
+        var lastLoop = monotonicNow()
         /// Transient failures since the last upload published or repeated.
         var failuresInARow = 0
         /// Letters sent (message id, key, code): a message retried after a failed letter sends each once.
@@ -121,16 +121,16 @@ final class QueueSource: JobSource, Sendable {
 
     // MARK: JobSource
 
-    func next(waitingUpTo timeout: Double) -> JobSourceItem {
-        let deadline = Date(timeIntervalSinceNow: max(0, timeout))
+    func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
+        let deadline = monotonicNow() + max(0, timeout)
         return monitor.withLock { locked in
             while locked.state.ready.isEmpty && !locked.state.stopped {
-                if !locked.wait(seconds: deadline.timeIntervalSinceNow) { break }
+                if !locked.wait(seconds: deadline - monotonicNow()) { break }
             }
             if locked.state.stopped { return .ended }
             guard !locked.state.ready.isEmpty else { return .notYet }
             let job = locked.state.ready.removeFirst()
-            locked.state.dealt[job.entry.path, default: []].append(job.messageID)
+            locked.state.dealt[id] = job.messageID
             return .job(job.entry)
         }
     }
@@ -142,7 +142,7 @@ final class QueueSource: JobSource, Sendable {
 
     /// Seconds since the receive loop last went round.
     var secondsSinceLoop: Double {
-        monitor.withLock { ProcessInfo.processInfo.systemUptime - $0.state.lastLoop }
+        monitor.withLock { monotonicNow() - $0.state.lastLoop }
     }
 
     // MARK: Receiving
@@ -152,13 +152,13 @@ final class QueueSource: JobSource, Sendable {
         while true {
             // nil: stopped; 0: it waited (paused or full), so look again.
             let room: Int? = monitor.withLock { locked in
-                locked.state.lastLoop = ProcessInfo.processInfo.systemUptime
+                locked.state.lastLoop = monotonicNow()
                 if locked.state.stopped { return nil }
-                let now = wallNow()
+                let now = monotonicNow()
                 let pausedUntil = locked.state.pausedUntil
                 if pausedUntil > now || locked.state.held.count >= capacity {
                     // Paused after a transient failure, or holding all it may: wait (a conclusion or stop wakes it).
-                    locked.wait(seconds: min(pausedUntil > now ? pausedUntil : now + 1, now + 1) - wallNow())
+                    locked.wait(seconds: min(pausedUntil > now ? pausedUntil : now + 1, now + 1) - monotonicNow())
                     return 0
                 }
                 return min(10, capacity - locked.state.held.count)
@@ -167,7 +167,7 @@ final class QueueSource: JobSource, Sendable {
             if room == 0 { continue }
             let messages: [QueueMessage]
             // A lease starts when the queue hands the message out: count it from before asking.
-            let asked = wallNow()
+            let asked = monotonicNow()
             do {
                 messages = try queue.receive(maximum: room, wait: 20, cancellation: cancellation)
             } catch is QueueCancelled {
@@ -179,16 +179,16 @@ final class QueueSource: JobSource, Sendable {
                 pause(for: delay)
                 continue
             }
-            for message in messages { admit(message, leaseFrom: max(asked, wallNow() - 20)) }
+            for message in messages { admit(message, leaseFrom: max(asked, monotonicNow() - 20)) }
         }
     }
 
     private func pause(for seconds: Double) {
-        monitor.withLock { $0.state.pausedUntil = max($0.state.pausedUntil, wallNow() + seconds) }
+        monitor.withLock { $0.state.pausedUntil = max($0.state.pausedUntil, monotonicNow() + seconds) }
     }
 
     /// Turns one message into jobs, or settles it at once when it has none.
-    func admit(_ message: QueueMessage, leaseFrom: Double = wallNow()) {
+    func admit(_ message: QueueMessage, leaseFrom: Double = monotonicNow()) {
         metrics.received.increment()
         if let deliveries = message.deliveries, deliveries > 1 { metrics.redeliveries.increment() }
         if let sentAt = message.sentAt { metrics.saw(age: max(0, wallNow() - sentAt)) }
@@ -331,31 +331,22 @@ final class QueueSource: JobSource, Sendable {
         let entry = result.entry
         var meta: Logger.Metadata = ["snap.key": "\(Self.bounded(entry.relativePath))", "snap.ms": .number(result.milliseconds)]
         if result.attempts > 1 { meta["snap.attempts"] = .number(result.attempts) }
+        let verdict = result.verdict
         // dealt: false when this source did not give the runner that job; concluded: nil when its message is settled already.
         var repeated = false
         let (dealt, concluded) = monitor.withLock { locked -> (Bool, (id: String, message: Held)?) in
-            guard var ids = locked.state.dealt[entry.path], !ids.isEmpty else { return (false, nil) }
-            let id = ids.removeFirst()
-            locked.state.dealt[entry.path] = ids.isEmpty ? nil : ids
+            guard let job = result.id, let id = locked.state.dealt.removeValue(forKey: job) else { return (false, nil) }
             guard var message = locked.state.held[id] else { return (true, nil) }
             message.pending -= 1
-            let refusal: SnapError?
-            switch result.outcome {
-            case .processed:
-                refusal = nil
-                locked.state.failuresInARow = 0
-            case .skipped:
-                refusal = nil
-                locked.state.failuresInARow = 0
-            case .failed(let error) where error.code == .superseded: refusal = nil
-            case .failed(let error) where error.code.isTransient:
-                refusal = nil
+            var refusal: SnapError?
+            switch verdict {
+            case .published, .repeated: locked.state.failuresInARow = 0
+            case .superseded: break
+            case .transient(let error):
                 message.transient = error
                 locked.state.failuresInARow += 1
-            case .failed(let error), .crashed(let error), .timedOut(let error): refusal = error
-            case .abandoned:
-                refusal = nil
-                message.abandoned = true
+            case .refused(let error, _): refusal = error
+            case .abandoned: message.abandoned = true
             }
             if let refusal {
                 let origin = message.origins[entry.path]
@@ -363,7 +354,7 @@ final class QueueSource: JobSource, Sendable {
             }
             // The same upload published twice from the same bytes (two deliveries at once, each
             // taken before the other was published): the second is a repeat.
-            if case .processed = result.outcome, let digest = result.sourceDigest, !locked.state.published.insert("\(entry.path)\u{0}\(digest)") {
+            if case .published(_, let digest?, _) = verdict, !locked.state.published.insert("\(entry.path)\u{0}\(digest)") {
                 repeated = true
             }
             if message.pending > 0 { locked.state.held[id] = message } else { locked.state.held[id] = nil }
@@ -378,38 +369,38 @@ final class QueueSource: JobSource, Sendable {
         let (id, message) = concluded
         meta["snap.message_id"] = "\(id)"
 
-        switch result.outcome {
-        case .processed where repeated:
+        switch verdict {
+        case .published where repeated:
             metrics.repeats.increment()
             backoff.reset()
             meta["snap.result"] = "repeat"
             meta["snap.note"] = "repeat: another delivery of this upload was published from the same bytes moments ago"
             logger.info("processed", metadata: meta)
-        case .processed:
+        case .published(_, let digest, _):
             metrics.published.increment()
             backoff.reset()
-            if let digest = result.sourceDigest { meta["snap.digest"] = "\(digest)" }
+            if let digest { meta["snap.digest"] = "\(digest)" }
             meta["snap.result"] = "ok"
             logger.info("processed", metadata: meta)
-        case .skipped:
+        case .repeated:
             metrics.repeats.increment()
             backoff.reset()
             meta["snap.result"] = "repeat"
             meta["snap.note"] = "repeat: this key was already published from the same source bytes"
             logger.info("processed", metadata: meta)
-        case .failed(let error) where error.code == .superseded:
+        case .superseded(let error):
             // Not a failure: the newer generation's notification does the work.
             metrics.ignored.increment()
             meta["snap.result"] = "superseded"
             meta["snap.note"] = "\(Self.bounded(error.message))"
             logger.info("superseded: acknowledged without work", metadata: meta)
-        case .failed(let error) where error.code.isTransient:
+        case .transient(let error):
             metrics.transient.increment()
             meta["snap.result"] = "retry"
             meta["snap.code"] = "\(error.code.rawValue)"
             meta["snap.error"] = "\(Self.bounded(error.message))"
             logger.warning("transient failure; the message stays on the queue and will be retried", metadata: meta)
-        case .failed(let error), .crashed(let error), .timedOut(let error):
+        case .refused(let error, _):
             // Counted when its message ends for good (a retried message refuses it again).
             meta["snap.result"] = "\(error.code.rawValue)"
             meta["snap.code"] = "\(error.code.rawValue)"
@@ -508,7 +499,7 @@ final class QueueSource: JobSource, Sendable {
     /// Extends the lease of every held message past half its lease (call every second or so).
     func extendLeases() {
         let lease = queue.leaseSeconds
-        let now = wallNow()
+        let now = monotonicNow()
         let due = monitor.withLock { locked in
             var due: [QueueMessage] = []
             for (id, var message) in locked.state.held where message.leaseUntil - now < lease / 2 {
@@ -568,7 +559,7 @@ final class QueueSource: JobSource, Sendable {
     func waitForSettling() { settling.wait() }
 
     /// Whether receiving is paused now (for tests).
-    var isPaused: Bool { monitor.withLock { $0.state.pausedUntil > wallNow() } }
+    var isPaused: Bool { monitor.withLock { $0.state.pausedUntil > monotonicNow() } }
 }
 
 /// The last `limit` distinct values inserted (the oldest forgotten first).

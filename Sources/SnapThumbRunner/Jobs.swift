@@ -8,8 +8,10 @@ import SnapThumbStore
 /// arrive. Several supervisor threads call it at once.
 public protocol JobSource: Sendable {
     /// The next job, waiting at most `timeout` seconds for one (0: only a job that
-    /// is ready now).
-    func next(waitingUpTo timeout: Double) -> JobSourceItem
+    /// is ready now), taken as job `id`: the runner returns the id with the job's result
+    /// (``JobResult/id``), and a source that keeps records of its jobs finds them by it. An id
+    /// is never offered twice in a run; one offered for no job is not used again.
+    func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem
     /// How many jobs are still to come, when that is known: each worker is then
     /// dealt no more than its fair share, so that the workers finish together.
     /// Nil for a source that streams (the watch folder).
@@ -31,7 +33,7 @@ public final class FileList: JobSource {
 
     public init(_ files: [FileWalker.Entry]) { self.files = files }
 
-    public func next(waitingUpTo timeout: Double) -> JobSourceItem {
+    public func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
         cursor.withLock { cursor in
             guard cursor < files.count else { return .ended }
             cursor += 1
@@ -81,4 +83,15 @@ public struct JobResult: Sendable {
     public var manifestJSON: String? = nil
     /// Times a worker was given this job in this run (more than 1 after crashes).
     public var attempts: Int = 1
+    /// The id the job was taken from its source with (``JobSource/next(waitingUpTo:id:)``).
+    public var id: JobID? = nil
+}
+
+extension JobResult {
+    /// A job's end as a runner reports it: for a job source's own tests, or another runner.
+    public init(entry: FileWalker.Entry, outcome: JobOutcome, milliseconds: Double, id: JobID?, sourceDigest: String? = nil,
+                replacedDigest: String? = nil, attempts: Int = 1) {
+        self.init(entry: entry, outcome: outcome, milliseconds: milliseconds, sourceDigest: sourceDigest, replacedDigest: replacedDigest,
+                  attempts: attempts, id: id)
+    }
 }

@@ -46,6 +46,8 @@ public final class ProcessPool: Sendable {
     struct Item {
         /// The job's number in this run (`i` in the protocol).
         let index: Int
+        /// The id its source was asked with.
+        let id: JobID
         let entry: FileWalker.Entry
         /// Times it was held by a worker that died.
         var attempts: Int
@@ -60,6 +62,8 @@ public final class ProcessPool: Sendable {
         /// Taken from the source and not yet reported.
         var outstanding = 0
         var taken = 0
+        /// The next id to offer the source (one per request, whether or not a job comes of it).
+        var nextID = 0
         var sourceEnded = false
         var stopping = false
         var drainExpired = false
@@ -139,7 +143,7 @@ public final class ProcessPool: Sendable {
             locked.state.outstanding -= left.count
             return (left, !locked.state.sourceEnded && !isStopping(locked.state))
         }
-        for item in left { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
+        for item in left { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0, id: item.id)) }
         if unfinished { throw SnapError(.internal, "cannot start a worker process (\(launch))") }
     }
 
@@ -181,8 +185,11 @@ public final class ProcessPool: Sendable {
                     var left = locked.state.queue + locked.state.suspects
                     locked.state.queue = []; locked.state.suspects = []
                     if source.remaining != nil {
-                        while case .job(let entry) = source.next(waitingUpTo: 0) {
-                            left.append(Item(index: locked.state.taken, entry: entry, attempts: 0))
+                        while true {
+                            let id = JobID(locked.state.nextID)
+                            locked.state.nextID += 1
+                            guard case .job(let entry) = source.next(waitingUpTo: 0, id: id) else { break }
+                            left.append(Item(index: locked.state.taken, id: id, entry: entry, attempts: 0))
                             locked.state.taken += 1; locked.state.outstanding += 1
                         }
                         locked.state.sourceEnded = true
@@ -192,7 +199,7 @@ public final class ProcessPool: Sendable {
                     return left
                 }
                 for item in left {
-                    finish(JobResult(entry: item.entry, outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0))
+                    finish(JobResult(entry: item.entry, outcome: .failed(SnapError(.internal, "cannot start a worker process: \(error)")), milliseconds: 0, id: item.id))
                 }
                 return
             }
@@ -224,10 +231,12 @@ public final class ProcessPool: Sendable {
                 if !locked.state.sourceEnded {
                     // The source may block: ask it without the lock (a worker that holds
                     // jobs only takes one that is ready now).
-                    let next = locked.unlocked { source.next(waitingUpTo: held > 0 ? 0 : 0.2) }
+                    let id = JobID(locked.state.nextID)
+                    locked.state.nextID += 1
+                    let next = locked.unlocked { source.next(waitingUpTo: held > 0 ? 0 : 0.2, id: id) }
                     switch next {
                     case .job(let entry):
-                        let item = Item(index: locked.state.taken, entry: entry, attempts: 0)
+                        let item = Item(index: locked.state.taken, id: id, entry: entry, attempts: 0)
                         locked.state.taken += 1
                         locked.state.outstanding += 1
                         // Stopped meanwhile: it is handed back as abandoned when the run ends.
@@ -313,7 +322,7 @@ public final class ProcessPool: Sendable {
             }
             finish(JobResult(entry: item.entry, outcome: outcome, milliseconds: reply.ms, workerPeakRSSBytes: reply.rss,
                              sourceDigest: reply.digest, replacedDigest: reply.replaced, rederived: reply.rederived ?? false, manifestJSON: reply.manifest,
-                             attempts: item.attempts + 1))
+                             attempts: item.attempts + 1, id: item.id))
         }
 
         var ending = Ending.drained
@@ -404,7 +413,7 @@ public final class ProcessPool: Sendable {
             // The worker died (or stopped reading): whatever it held is suspect.
             var crashed: [Item] = []
             for item in held {
-                if held.count == 1 && item.attempts >= loneCrashRetries { crashed.append(item) } else { locked.state.suspects.append(Item(index: item.index, entry: item.entry, attempts: item.attempts + 1)) }
+                if held.count == 1 && item.attempts >= loneCrashRetries { crashed.append(item) } else { locked.state.suspects.append(Item(index: item.index, id: item.id, entry: item.entry, attempts: item.attempts + 1)) }
             }
             locked.state.outstanding -= crashed.count
             return .crashed(crashed)
@@ -412,16 +421,16 @@ public final class ProcessPool: Sendable {
         let crashed: [Item]
         switch verdict {
         case .abandoned(let items):
-            for item in items { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0)) }
+            for item in items { finish(JobResult(entry: item.entry, outcome: .abandoned, milliseconds: 0, id: item.id)) }
             return
         case .late(let late):
             let seconds = deadline ?? 0
             let reason = SnapError(.timeout, "processing took longer than the per-image time limit of \(seconds) s; its worker process was killed")
-            finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000, attempts: late.attempts + 1))
+            finish(JobResult(entry: late.entry, outcome: .timedOut(reason), milliseconds: seconds * 1000, attempts: late.attempts + 1, id: late.id))
             return
         case .failed(let items):
             let reason = SnapError(.io, "the worker \(status) before answering (see its message on stderr)")
-            for item in items { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1)) }
+            for item in items { finish(JobResult(entry: item.entry, outcome: .failed(reason), milliseconds: 0, attempts: item.attempts + 1, id: item.id)) }
             return
         case .crashed(let items):
             crashed = items
@@ -430,7 +439,7 @@ public final class ProcessPool: Sendable {
             let reason = SnapError(.poison, item.attempts > 0
                 ? "a worker process died on this file (alone, after \(item.attempts) earlier crash\(item.attempts == 1 ? "" : "es"); \(status))"
                 : "a worker process died on this file (alone; \(status))")
-            finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0, attempts: item.attempts + 1))
+            finish(JobResult(entry: item.entry, outcome: .crashed(reason), milliseconds: 0, attempts: item.attempts + 1, id: item.id))
         }
     }
 }
@@ -440,10 +449,10 @@ extension ProcessPool {
     func run(_ files: [FileWalker.Entry], finish: @escaping @Sendable (FileResult) -> Void) throws {
         try run(FileList(files)) { result in
             let outcome: FileOutcome
-            switch result.outcome {
-            case .processed(let variants): outcome = .processed(variants)
-            case .skipped: outcome = .skipped
-            case .failed(let error), .crashed(let error), .timedOut(let error): outcome = .failed(error)
+            switch result.verdict {
+            case .published(let variants, _, _): outcome = .processed(variants)
+            case .repeated: outcome = .skipped
+            case .superseded(let error), .transient(let error), .refused(let error, _): outcome = .failed(error)
             case .abandoned: return
             }
             finish(FileResult(entry: result.entry, outcome: outcome, milliseconds: result.milliseconds, workerPeakRSSBytes: result.workerPeakRSSBytes))

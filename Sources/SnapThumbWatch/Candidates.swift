@@ -1,6 +1,7 @@
 import Foundation
 import SnapThumbCore
 import SnapThumbStore
+import SnapThumbRunner
 import SystemKit
 
 /// Names in `incoming/` that may be ready to claim: a bounded queue shared by the
@@ -20,14 +21,16 @@ final class Candidates: Sendable {
         var ready: [String] = []
         var readyHead = 0
         /// Names waiting to settle, with the last size/mtime seen and when to look again.
+        /// (Wall clock, as the mtimes it is compared with.)
         var settling: [String: (status: FileOps.Status?, due: Double)] = [:]
         var members: Set<String> = []
         var stopped = false
+        /// Monotonic (`monotonicNow`), as every pause.
         var pausedUntil = 0.0
         /// Claims taken over from dead workers (already in this worker's claim directory).
         var suspects: [String] = []
         /// Names that failed transiently: not handed out again before the time given,
-        /// so that one upload that keeps failing does not take every turn.
+        /// so that one upload that keeps failing does not take every turn (monotonic).
         var heldUntil: [String: Double] = [:]
         /// Transient failures per name so far (its own backoff: 1 s, 2 s, 4 s … 60 s).
         var failures: [String: Int] = [:]
@@ -71,20 +74,21 @@ final class Candidates: Sendable {
             if locked.state.failures.count > 4 * capacity { locked.state.failures.removeAll() }
             let n = locked.state.failures[name, default: 0]
             locked.state.failures[name] = n + 1
-            locked.state.heldUntil[name] = wallNow() + min(60, Double(1 << min(n, 6)))
+            locked.state.heldUntil[name] = monotonicNow() + min(60, Double(1 << min(n, 6)))
         }
     }
 
     private func add(_ name: String, complete: Bool, _ locked: Monitor<State>.Locked) -> Bool {
-        let held = locked.state.heldUntil[name].map { $0 > wallNow() } ?? false
+        let held = locked.state.heldUntil[name].map { $0 > monotonicNow() } ?? false
         if locked.state.members.contains(name) {
             if complete, !held, locked.state.settling.removeValue(forKey: name) != nil { locked.state.ready.append(name); locked.broadcast() }
             return true
         }
         guard !locked.state.stopped, locked.state.members.count < capacity else { return false }
         locked.state.members.insert(name)
-        if let until = locked.state.heldUntil.removeValue(forKey: name), until > wallNow() {
-            locked.state.settling[name] = (nil, until)
+        if let until = locked.state.heldUntil.removeValue(forKey: name), case let left = until - monotonicNow(), left > 0 {
+            // It waits its turn among the names settling, whose times are the wall clock's.
+            locked.state.settling[name] = (nil, wallNow() + left)
         } else if complete {
             locked.state.ready.append(name)
         } else {
@@ -103,13 +107,13 @@ final class Candidates: Sendable {
         }
     }
 
-    /// The next work; waits while there is none, until `deadline` (wall-clock
+    /// The next work; waits while there is none, until `deadline` (`monotonicNow`
     /// seconds). Nil once stopped, or when the deadline passed (see `isStopped`).
     func take(until deadline: Double = .infinity) -> Work? {
         monitor.withLock { locked in
             while true {
                 if locked.state.stopped { return nil }
-                let now = wallNow()
+                let now = wallNow(), mono = monotonicNow()
                 // Names written in place are looked at on every turn, also while claiming
                 // is paused and while other names are ready: they join the ready queue in
                 // turn instead of waiting until it is empty, which an upload that keeps
@@ -117,11 +121,11 @@ final class Candidates: Sendable {
                 for (name, entry) in locked.state.settling where entry.due <= now {
                     examine(name, entry.status, now: now, locked)
                 }
-                if now < locked.state.pausedUntil {
-                    if now >= deadline { return nil }
-                    var wake = min(locked.state.pausedUntil, deadline)
-                    for entry in locked.state.settling.values { wake = min(wake, max(entry.due, now + 0.01)) }
-                    locked.wait(seconds: wake - wallNow())
+                if mono < locked.state.pausedUntil {
+                    if mono >= deadline { return nil }
+                    var wake = min(locked.state.pausedUntil, deadline) - mono
+                    for entry in locked.state.settling.values { wake = min(wake, max(entry.due - now, 0.01)) }
+                    locked.wait(seconds: wake)
                     continue
                 }
                 if !locked.state.suspects.isEmpty { return .suspect(locked.state.suspects.removeFirst()) }
@@ -136,11 +140,11 @@ final class Candidates: Sendable {
                     locked.broadcast()
                     return .upload(name)
                 }
-                if now >= deadline { return nil }
-                var next = deadline
-                for entry in locked.state.settling.values { next = min(next, max(entry.due, now + 0.01)) }
+                if mono >= deadline { return nil }
+                var next = deadline - mono
+                for entry in locked.state.settling.values { next = min(next, max(entry.due - now, 0.01)) }
                 if next.isFinite {
-                    locked.wait(seconds: next - wallNow())
+                    locked.wait(seconds: next)
                 } else {
                     locked.wait()
                 }
@@ -167,7 +171,7 @@ final class Candidates: Sendable {
 
     /// Stops handing out names for `seconds` (backoff after a transient failure).
     func pause(for seconds: Double) {
-        monitor.withLock { $0.state.pausedUntil = max($0.state.pausedUntil, wallNow() + seconds) }
+        monitor.withLock { $0.state.pausedUntil = max($0.state.pausedUntil, monotonicNow() + seconds) }
     }
 
     var isStopped: Bool { monitor.withLock { $0.state.stopped } }

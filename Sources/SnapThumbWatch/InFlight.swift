@@ -1,11 +1,15 @@
 import Foundation
 import Synchronization
+import SnapThumbRunner
 
-/// The uploads this worker has claimed and handed to the runner, by claim path:
-/// each is concluded exactly once (the runner reports every job once).
+/// The uploads this worker has claimed and handed to the runner, by the job's id (the
+/// runner's `JobID`): each is concluded exactly once (the runner reports every job once).
+/// A claim path is in flight at most once.
 final class InFlight: Sendable {
     private struct State {
-        var jobs: [String: Job] = [:]
+        var jobs: [JobID: Job] = [:]
+        /// The claim paths in flight.
+        var paths: Set<String> = []
         var counter = 0
         /// Uploads handed back to `incoming/` at the drain deadline.
         var abandoned = 0
@@ -16,6 +20,8 @@ final class InFlight: Sendable {
     init(liveness: Liveness? = nil) { self.liveness = liveness }
 
     struct Job: Sendable {
+        /// Its claim path.
+        let path: String
         /// The name in `incoming/` and in the claim directory.
         let name: String
         let key: String
@@ -27,22 +33,25 @@ final class InFlight: Sendable {
         let number: Int
     }
 
-    /// Registers a claimed upload; false if one with that claim path is in flight already.
-    func begin(_ path: String, name: String, key: String, isolated: Bool) -> Bool {
+    /// Registers a claimed upload as job `id`; false if one with that claim path is in flight already.
+    func begin(_ id: JobID, path: String, name: String, key: String, isolated: Bool) -> Bool {
         state.withLock { state in
-            guard state.jobs[path] == nil else { return false }
+            guard state.jobs[id] == nil, state.paths.insert(path).inserted else { return false }
             state.counter += 1
-            state.jobs[path] = Job(name: name, key: key, isolated: isolated, started: DispatchTime.now().uptimeNanoseconds, number: state.counter)
+            state.jobs[id] = Job(path: path, name: name, key: key, isolated: isolated, started: DispatchTime.now().uptimeNanoseconds, number: state.counter)
             liveness?.began(worker: state.counter)
             return true
         }
     }
 
-    /// The upload at `path`, no longer in flight; nil if it was not.
-    func end(_ path: String) -> Job? {
+    /// Job `id`, no longer in flight; nil if it was not.
+    func end(_ id: JobID) -> Job? {
         state.withLock { state in
-            let job = state.jobs.removeValue(forKey: path)
-            if let job { liveness?.ended(worker: job.number) }
+            let job = state.jobs.removeValue(forKey: id)
+            if let job {
+                state.paths.remove(job.path)
+                liveness?.ended(worker: job.number)
+            }
             return job
         }
     }

@@ -47,9 +47,9 @@ struct Processor: Sendable {
         var publish: PublishOutcome = .created
     }
 
-    /// Claims `work` for the runner: the job to send to a worker process, or nil
+    /// Claims `work` for the runner as job `id`: the job to send to a worker process, or nil
     /// when there is none (another worker was faster, or it was concluded here).
-    func claim(_ work: Candidates.Work) -> FileWalker.Entry? {
+    func claim(_ work: Candidates.Work, id: JobID) -> FileWalker.Entry? {
         // A folder of the upload directory replaced (by a symlink, another directory):
         // nothing is claimed until it is put right.
         if let problem = claims.uploads.problem() {
@@ -78,11 +78,11 @@ struct Processor: Sendable {
             }
         }
         let key = UploadName.parse(name).key
-        guard inFlight.begin(path, name: name, key: key, isolated: isolated) else { claims.release(name); return nil }
+        guard inFlight.begin(id, path: path, name: name, key: key, isolated: isolated) else { claims.release(name); return nil }
         metrics.started()
         // Opening a symlink fails with ELOOP, an I/O error that would be retried forever.
         guard let status = claims.claimDirectory.status(name), status.kind == .regular else {
-            conclude(path, .failure(SnapError(.unsupported, "not a regular file: only files are uploads (no symlinks or directories)")))
+            conclude(id, .failure(SnapError(.unsupported, "not a regular file: only files are uploads (no symlinks or directories)")))
             return nil
         }
         return FileWalker.Entry(relativePath: key, path: path, size: status.size)
@@ -90,33 +90,33 @@ struct Processor: Sendable {
 
     /// Takes a job's end from the runner to the upload's final place.
     func conclude(_ result: JobResult) {
+        guard let id = result.id else { return }
         let outcome: Result<Published, SnapError>
-        switch result.outcome {
-        case .processed(let variants):
+        switch result.verdict {
+        case .published(let variants, let digest, let replaced):
             let bytes = variants.values.reduce(0) { $0 + $1.bytes }
-            outcome = .success(Published(digest: result.sourceDigest, bytesWritten: bytes,
-                                         publish: result.replacedDigest.map { .replaced(previous: $0) } ?? .created))
-        case .skipped:
+            outcome = .success(Published(digest: digest, bytesWritten: bytes, publish: replaced.map { .replaced(previous: $0) } ?? .created))
+        case .repeated:
             // Published before from the same bytes with this recipe.
             outcome = .success(Published(digest: nil, bytesWritten: 0, publish: .repeated))
-        case .failed(let error):
+        case .superseded(let error), .transient(let error), .refused(let error, .failed):
             outcome = .failure(error)
-        case .crashed(let error):
+        case .refused(let error, .crashed):
             outcome = .failure(SnapError(.poison, "this upload killed the worker process that processed it alone \(result.attempts) time\(result.attempts == 1 ? "" : "s") (\(error.message)); it is quarantined so that it cannot stop more"))
-        case .timedOut:
+        case .refused(_, .timedOut):
             outcome = .failure(timeoutError())
         case .abandoned:
-            guard let job = inFlight.end(result.entry.path) else { return }
+            guard let job = inFlight.end(id) else { return }
             claims.release(job.name)
             inFlight.noteAbandoned()
             metrics.ended()
             return
         }
-        conclude(result.entry.path, outcome, attempts: result.attempts)
+        conclude(id, outcome, attempts: result.attempts)
     }
 
-    private func conclude(_ path: String, _ outcome: Result<Published, SnapError>, attempts: Int = 1) {
-        guard let job = inFlight.end(path) else { return }
+    private func conclude(_ id: JobID, _ outcome: Result<Published, SnapError>, attempts: Int = 1) {
+        guard let job = inFlight.end(id) else { return }
         defer { metrics.ended() }
         let (name, key) = (job.name, job.key)
         let nanos = DispatchTime.now().uptimeNanoseconds - job.started
@@ -255,11 +255,11 @@ final class ClaimSource: JobSource, Sendable {
         self.processor = processor
     }
 
-    func next(waitingUpTo timeout: Double) -> JobSourceItem {
-        let deadline = wallNow() + timeout
+    func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
+        let deadline = monotonicNow() + timeout
         while true {
             guard let work = candidates.take(until: deadline) else { return candidates.isStopped ? .ended : .notYet }
-            if let entry = processor.claim(work) { return .job(entry) }
+            if let entry = processor.claim(work, id: id) { return .job(entry) }
         }
     }
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SnapThumbRunner
 import Logging
 import SnapThumbConfig
 import SnapThumbCore
@@ -116,9 +117,9 @@ final class Scanner: Sendable {
 
     private func nextScan() -> String? {
         monitor.withLock { locked in
-            let deadline = Date().addingTimeInterval(locked.state.interval)
+            let deadline = monotonicNow() + locked.state.interval
             while !locked.state.stopped && !locked.state.requested {
-                if !locked.wait(seconds: deadline.timeIntervalSinceNow) { return locked.state.stopped ? nil : "periodic" }
+                if !locked.wait(seconds: deadline - monotonicNow()) { return locked.state.stopped ? nil : "periodic" }
             }
             if locked.state.stopped { return nil }
             locked.state.requested = false

@@ -8,14 +8,15 @@ import SnapThumbStore
 import SystemKit
 @_spi(Testing) import SnapThumbRunner
 
-/// `snapthumb watch` as a swift-service-lifecycle `Service`: it runs until graceful
-/// shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the
+/// `snapthumb watch` as a swift-service-lifecycle `Service`: the upload directory's job
+/// source (claims) and its configuration on the daemon skeleton (`Daemon.run`): it runs until
+/// graceful shutdown (SIGTERM/SIGINT via `ServiceGroup`), then stops claiming, drains the
 /// uploads in flight for up to `drainTimeout` seconds, hands back the rest, and returns.
 ///
 /// Processes: `jobs` `snapthumb worker` processes run libvips and publish, dealt
-/// claims by the runner (`ProcessPool`, as in backfill). Threads: the runner's
-/// supervisors; one reads inotify events, one rescans, one does housekeeping (lease
-/// heartbeat, dead workers' claims, metrics file, `done/` retention). All block when idle.
+/// claims by the runner (`ProcessPool`, as in backfill). Threads: the skeleton's (the runner
+/// and its supervisors, housekeeping: lease heartbeat, dead workers' claims, metrics file,
+/// `done/` retention; the watchdog); one reads inotify events, one rescans. All block when idle.
 public final class WatchService: Service, Sendable {
     /// The validated configuration it runs with.
     public let config: WatchConfiguration
@@ -64,7 +65,8 @@ public final class WatchService: Service, Sendable {
     /// The Prometheus registry the worker's metrics are made in.
     public static func bootstrapMetrics() -> PrometheusCollectorRegistry { PrometheusCollectorRegistry() }
 
-    /// Watches until graceful shutdown, then drains; throws only if the directories cannot be prepared.
+    /// Watches until graceful shutdown, then drains; throws if the directories cannot be prepared,
+    /// or after the drain when no worker process could be started (as `consume`).
     public func run() async throws {
         let config = self.config
         let layout = self.layout
@@ -135,20 +137,11 @@ public final class WatchService: Service, Sendable {
                                                         jobs: config.jobs, isolated: true)
         let pool = ProcessPool(launch: .process(executable: workerExecutable, arguments: arguments), jobs: config.jobs,
                                window: 2, deadline: config.imageTimeout, loneCrashRetries: config.maxAttempts - 1, faults: faults)
-        let source = ClaimSource(candidates: candidates, processor: processor)
-        let workers = DispatchGroup()
-        workers.enter()
-        let runner = Thread { [logger] in
-            do { try pool.run(source) { processor.conclude($0) } } catch {
-                logger.critical("cannot run worker processes", metadata: ["snap.error": "\(error)"])
-            }
-            workers.leave()
-        }
-        runner.name = "snapthumb-watch-runner"
-        runner.start()
-
+        var plan = DaemonPlan(name: "watch", pool: pool, source: ClaimSource(candidates: candidates, processor: processor),
+                              conclude: { processor.conclude($0) }, drainTimeout: config.drainTimeout,
+                              watchdogName: "snapthumb-watchdog", readyStatus: "watching \(layout.incoming)")
         let expiry = Every(seconds: 600)
-        let housekeeping = Ticker(interval: config.heartbeatInterval, name: "snapthumb-housekeeping") {
+        plan.tickers = [DaemonTicker(name: "snapthumb-housekeeping", interval: config.heartbeatInterval) {
             liveness.housekept()
             metrics.beat()
             claims.heartbeat()
@@ -158,50 +151,41 @@ public final class WatchService: Service, Sendable {
             if expiry.due() {
                 janitor.expireDone(in: uploads.done, retention: config.doneRetention)
             }
+        }]
+        plan.started = { [me] in
+            logger.info("watching", metadata: [
+                "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.location)",
+                "snap.jobs": .number(config.jobs), "snap.mode": "\(config.poll ? "poll" : "inotify")"])
         }
-        logger.info("watching", metadata: [
-            "snap.worker": "\(me.id)", "snap.dir": "\(layout.root)", "snap.store": "\(store.location)",
-            "snap.jobs": .number(config.jobs), "snap.mode": "\(config.poll ? "poll" : "inotify")"])
-
-        // Recovery is done and claiming has started: tell systemd (Type=notify), then ping its
-        // watchdog while the loop is healthy. A stuck loop stops the pings and systemd restarts us.
-        notifier.send("READY=1\nSTATUS=watching \(layout.incoming)", logger: logger)
-        let watchdog = notifier.watchdogInterval.map { interval in
-            let reported = Every(seconds: 60)
-            return Ticker(interval: interval, name: "snapthumb-watchdog") { [notifier] in
-                if let problem = liveness.problem() {
-                    if reported.due() {
-                        logger.error("worker loop is stuck; no longer answering systemd's watchdog", metadata: ["snap.reason": "\(problem)"])
-                    }
-                } else {
-                    notifier.send("WATCHDOG=1", logger: logger)
-                }
-            }
+        // Recovery is done and claiming has started: READY=1 (systemd's Type=notify), then the
+        // watchdog pings while the loop is healthy. A stuck loop stops the pings and systemd restarts us.
+        let reported = Every(seconds: 60)
+        plan.watchdog = {
+            guard let problem = liveness.problem() else { return .healthy }
+            return .stuck(report: reported.due() ? ("worker loop is stuck; no longer answering systemd's watchdog", ["snap.reason": "\(problem)"]) : nil)
         }
-
-        // Run until SIGTERM/SIGINT (or cancellation).
-        try? await gracefulShutdown()
-        notifier.send("STOPPING=1\nSTATUS=draining", logger: logger)
-
-        logger.info("shutting down: no new claims; draining uploads in flight", metadata: [
-            "snap.in_flight": .number(inFlight.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
-        candidates.stop()
-        watcher?.stop()
-        scanner.stop()
-        pool.stop(drainDeadline: config.drainTimeout)
+        plan.draining = {
+            logger.info("shutting down: no new claims; draining uploads in flight", metadata: [
+                "snap.in_flight": .number(inFlight.count), "snap.drain_s": .number(config.drainTimeout, places: 3)])
+            candidates.stop()
+            watcher?.stop()
+            scanner.stop()
+        }
         // The runner returns once the drain is over (at the deadline, workers still
         // busy are killed and their uploads handed back).
-        await Self.wait(for: workers)
-        if inFlight.abandoned > 0 {
-            logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": .number(inFlight.abandoned)])
+        plan.drained = {
+            if inFlight.abandoned > 0 {
+                logger.warning("drain timeout: returned unfinished uploads to incoming/", metadata: ["snap.count": .number(inFlight.abandoned)])
+            }
         }
-        housekeeping.stop()
-        watchdog?.stop()
-        metrics.backlog.record(Self.countUploads(in: uploads.incoming))
-        textfile?.write(logger: logger)
-        // Every claim is finished or returned by now, so the claim directory goes too.
-        claims.unregister()
-        logger.info("stopped", metadata: ["snap.worker": "\(me.id)"])
+        plan.stopped = { [me] in
+            metrics.backlog.record(Self.countUploads(in: uploads.incoming))
+            textfile?.write(logger: logger)
+            // Every claim is finished or returned by now, so the claim directory goes too.
+            claims.unregister()
+            logger.info("stopped", metadata: ["snap.worker": "\(me.id)"])
+        }
+        try await Daemon.run(plan, notifier: notifier, logger: logger)
     }
 
     /// inotify on `incoming/`; nil (and polling at `pollInterval`) when it is unavailable,
@@ -243,15 +227,5 @@ public final class WatchService: Service, Sendable {
             return true
         }
         return count
-    }
-
-    /// Waits for the group on a plain thread, so the cooperative pool is never blocked.
-    static func wait(for group: DispatchGroup) async {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                group.wait()
-                continuation.resume()
-            }
-        }
     }
 }

@@ -52,17 +52,8 @@ struct ConsumeCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Per-image time limit; slower images are refused as 'timeout'. [default: 10s]", valueName: "duration"))
     var imageTimeout: String?
 
-    @OptionGroup(title: "Daemon")
-    var daemon: DaemonOptions
-
-    @OptionGroup(title: "Logging")
-    var logging: LoggingOptions
-
-    @OptionGroup(title: "Store")
-    var storeOptions: StoreOptions
-
-    @OptionGroup(title: "Pipeline settings")
-    var pipelineOptions: PipelineOptions
+    @OptionGroup
+    var common: DaemonCommandOptions
 
     /// The settings after flags, SNAPTHUMB_* variables and defaults (the store also from the config file).
     struct Resolved {
@@ -83,7 +74,7 @@ struct ConsumeCommand: AsyncParsableCommand {
     func resolve(_ base: ConfigLayers) throws -> Resolved {
         var layers = base
         for (name, value) in [("source", source), ("jobs", jobs), ("dead-letter-queue", deadLetterQueue), ("dead-letter-topic", deadLetterTopic), ("visibility-timeout", visibilityTimeout),
-                              ("image-timeout", imageTimeout)] + daemon.given {
+                              ("image-timeout", imageTimeout)] + common.daemon.given {
             if let value { layers.flags[name] = value }
         }
         var r = Resolved()
@@ -142,10 +133,10 @@ struct ConsumeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let layers = try pipelineOptions.layers()
+        let layers = try common.pipeline.layers()
         let options = try resolve(layers)
-        let pipeline = try pipelineOptions.pipeline()
-        try logging.bootstrap(file: layers.file)
+        let pipeline = try common.pipeline.pipeline()
+        try common.logging.bootstrap(file: layers.file)
         let logger = Logger(label: "snapthumb.consume")
         let runtime = try await DaemonRuntime.start(command: "consume", listen: options.listen, metricsFile: options.metricsFile,
                                                     environment: layers.environment, logger: logger)
@@ -179,7 +170,7 @@ struct ConsumeCommand: AsyncParsableCommand {
             throw startupFailure("--source (where uploads are read)", error)
         }
         let store: any StoreBackend
-        let allowUnconditional = try storeOptions.allowsUnconditionalWrites(layers)
+        let allowUnconditional = try common.store.allowsUnconditionalWrites(layers)
         do {
             store = try StoreLocation.open(options.store, schemes: StoreArgument.schemes,
                                            options: StoreOpenOptions(onConflict: pipeline.settings.onConflict, allowUnconditionalWrites: allowUnconditional,
@@ -211,12 +202,7 @@ struct ConsumeCommand: AsyncParsableCommand {
         let service = ConsumeService(config: config, queue: queue, deadLetters: deadLetters,
                                      scope: scope, decode: decode, workerExecutable: selfExecutable, workerArguments: arguments,
                                      registry: runtime.registry, logger: logger, notifier: runtime.notifier)
-        do {
-            try await runtime.run(service, logger: logger)
-        } catch {
-            printError("consume: \(describe(error))")
-            throw ExitCode(1)
-        }
+        try await runtime.run(service, logger: logger)
     }
 
     /// An SQS queue: its visibility timeout as the lease, its redrive policy's target (or

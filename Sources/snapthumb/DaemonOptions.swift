@@ -6,6 +6,7 @@ import ServiceLifecycle
 import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbRunner
+import SnapThumbWatch
 
 /// The options every daemon (`watch`, `consume`) takes, in one group: its name, how it drains,
 /// its metrics textfile and its HTTP endpoints. Each is also `SNAPTHUMB_<NAME>` and a key of the
@@ -33,6 +34,22 @@ struct DaemonOptions: ParsableArguments {
     }
 }
 
+/// Everything both daemon commands take after their own options, in the order the help shows:
+/// the daemon's options, logging, the store's and the pipeline's settings.
+struct DaemonCommandOptions: ParsableArguments {
+    @OptionGroup(title: "Daemon")
+    var daemon: DaemonOptions
+
+    @OptionGroup(title: "Logging")
+    var logging: LoggingOptions
+
+    @OptionGroup(title: "Store")
+    var store: StoreOptions
+
+    @OptionGroup(title: "Pipeline settings")
+    var pipeline: PipelineOptions
+}
+
 /// The set-up both daemons share around their service: one metrics registry, the textfile (a
 /// missing directory warned about once), the health state the HTTP endpoints answer from, the
 /// systemd notifier that feeds it, and the endpoints themselves (`--listen`).
@@ -42,6 +59,8 @@ struct DaemonRuntime {
     let metricsFile: String?
     let notifier: ServiceNotifier
     let endpoints: DaemonEndpoints?
+    /// `watch`, `consume`: how its messages on stderr begin.
+    let command: String
 
     /// Binds `listen` before the start-up checks, so that `/readyz` says "starting" while they
     /// run; an address that cannot be bound is a start-up failure (exit 2), named as `command: --listen: …`.
@@ -66,17 +85,20 @@ struct DaemonRuntime {
             health = state
         }
         return DaemonRuntime(registry: registry, metricsFile: file,
-                             notifier: ServiceNotifier(environment: environment, health: health), endpoints: endpoints)
+                             notifier: ServiceNotifier(environment: environment, health: health), endpoints: endpoints, command: command)
     }
 
-    /// Runs the service until SIGTERM/SIGINT and its drain are over, then stops the endpoints.
+    /// Runs the service until SIGTERM/SIGINT and its drain are over, then stops the endpoints. A
+    /// service that fails (it cannot prepare, or no worker process can be started) is one line on
+    /// stderr, `<command>: <why>`, and exit 1.
     func run(_ service: some Service, logger: Logger) async throws {
         let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
             await endpoints?.stop()
-            throw error
+            printError("\(command): \((error as? WatchConfigError)?.description ?? describe(error))")
+            throw ExitCode(1)
         }
         await endpoints?.stop()
     }

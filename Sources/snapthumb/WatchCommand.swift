@@ -65,17 +65,8 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Upload names held in memory at once, whatever the backlog. [default: 4096]", valueName: "n"))
     var queueCapacity: String?
 
-    @OptionGroup(title: "Daemon")
-    var daemon: DaemonOptions
-
-    @OptionGroup(title: "Logging")
-    var logging: LoggingOptions
-
-    @OptionGroup(title: "Store")
-    var storeOptions: StoreOptions
-
-    @OptionGroup(title: "Pipeline settings")
-    var pipelineOptions: PipelineOptions
+    @OptionGroup
+    var common: DaemonCommandOptions
 
     /// The validated configuration (flags, then SNAPTHUMB_* variables, then the config file).
     func watchConfiguration() throws -> WatchConfiguration {
@@ -85,11 +76,11 @@ struct WatchCommand: AsyncParsableCommand {
             ("poll-interval", pollInterval), ("settle", settle), ("rescan-interval", rescanInterval),
             ("image-timeout", imageTimeout), ("lease-timeout", leaseTimeout),
             ("max-attempts", maxAttempts), ("after-success", afterSuccess), ("done-retention", doneRetention),
-            ("log-level", logging.levelFlag), ("log-format", logging.logFormat),
+            ("log-level", common.logging.levelFlag), ("log-format", common.logging.logFormat),
             ("queue-capacity", queueCapacity),
-        ] + daemon.given
+        ] + common.daemon.given
         for case let (name, value?) in given { flags[name] = value }
-        let config = try Self.configuration(uploadDirectory: uploadDirectory, flags: flags, layers: try pipelineOptions.layers())
+        let config = try Self.configuration(uploadDirectory: uploadDirectory, flags: flags, layers: try common.pipeline.layers())
         do { try config.checkPaths() } catch let error as WatchConfigError { throw ValidationError(error.description) }
         try StoreArgument.validate(config.store)
         return config
@@ -113,7 +104,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = try watchConfiguration()
-        let pipeline = try pipelineOptions.pipeline()
+        let pipeline = try common.pipeline.pipeline()
 
         Console.configure(format: config.logFormat, level: config.logLevel)
         let logger = Logger(label: "snapthumb.watch")
@@ -121,21 +112,13 @@ struct WatchCommand: AsyncParsableCommand {
                                                     environment: ProcessEnvironment.values, logger: logger)
         config.metricsFile = runtime.metricsFile
         // A bucket's access is checked once, before anything is claimed (exit 2 if refused).
-        let layers = try pipelineOptions.layers()
+        let layers = try common.pipeline.layers()
         let store = try StoreArgument.open(config.store, cloud: try StoreArgument.cloud(layers), onConflict: pipeline.settings.onConflict,
-                                           allowUnconditionalWrites: try storeOptions.allowsUnconditionalWrites(layers), logger: logger)
+                                           allowUnconditionalWrites: try common.store.allowsUnconditionalWrites(layers), logger: logger)
         // A bucket proves that it refuses overwrites under the create-only header before anything is claimed (exit 2 if not).
         try StoreArgument.proveConditionalWrites(store, logger: logger)
         let service = WatchService(config: config, pipeline: pipeline, registry: runtime.registry, logger: logger, store: store,
                                    notifier: runtime.notifier)
-        do {
-            try await runtime.run(service, logger: logger)
-        } catch let error as WatchConfigError {
-            printError("watch: \(error.description)")
-            throw ExitCode(1)
-        } catch {
-            printError("watch: \(describe(error))")
-            throw ExitCode(1)
-        }
+        try await runtime.run(service, logger: logger)
     }
 }

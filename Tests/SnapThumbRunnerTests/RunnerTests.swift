@@ -19,7 +19,7 @@ final class StreamSource: JobSource, @unchecked Sendable {
     /// Jobs never taken.
     var left: Int { condition.lock(); defer { condition.unlock() }; return jobs.count }
 
-    func next(waitingUpTo timeout: Double) -> JobSourceItem {
+    func next(waitingUpTo timeout: Double, id: JobID) -> JobSourceItem {
         condition.lock()
         defer { condition.unlock() }
         let until = Date(timeIntervalSinceNow: timeout)

@@ -26,12 +26,6 @@ extension S3Store {
     }
 }
 
-extension SQSConfiguration {
-    init(queueURL: String, environment: [String: String]) throws {
-        try self.init(queueURL: queueURL, cloud: CloudSettings.resolve(environment: environment))
-    }
-}
-
 extension PubSubClient {
     static func fromEnvironment(_ environment: [String: String], retry: GoogleRetryPolicy) throws -> PubSubClient {
         try configured(CloudSettings.resolve(environment: environment), retry: retry)

@@ -12,7 +12,7 @@ public final class Backoff: Sendable {
     /// The current pause (0: none) and when it ends.
     private let state = Mutex((current: 0.0, until: 0.0))
 
-    public init(now: @escaping @Sendable () -> Double = wallNow) { self.now = now }
+    public init(now: @escaping @Sendable () -> Double = monotonicNow) { self.now = now }
 
     /// The pause to take now, in seconds.
     public func next() -> Double {
@@ -28,16 +28,26 @@ public final class Backoff: Sendable {
     public func reset() { state.withLock { $0 = (0, 0) } }
 }
 
-/// True at most once per `seconds` (work that housekeeping does less often).
+/// True at most once per `seconds` (work that housekeeping does less often); the first call is due.
 public final class Every: Sendable {
     private let seconds: Double
-    private let last = Mutex(Date.distantPast)
-    public init(seconds: Double) { self.seconds = seconds }
+    private let now: @Sendable () -> Double
+    private let last = Mutex<Double?>(nil)
+    public init(seconds: Double, now: @escaping @Sendable () -> Double = monotonicNow) {
+        self.seconds = seconds
+        self.now = now
+    }
     public func due() -> Bool {
-        last.withLock { last in
-            guard Date().timeIntervalSince(last) >= seconds else { return false }
-            last = Date()
+        let t = now()
+        return last.withLock { last in
+            if let last, t - last < seconds { return false }
+            last = t
             return true
         }
     }
 }
+
+/// Seconds on the monotonic clock (since an arbitrary start; never jumps with the wall
+/// clock): what every daemon timeout, pause and backoff is measured on. Wall-clock time
+/// (`wallNow`) is only for what is compared with a file's mtime or a message's timestamp.
+public func monotonicNow() -> Double { DaemonHealth.monotonicNow() }

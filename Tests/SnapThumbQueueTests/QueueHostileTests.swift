@@ -1,14 +1,14 @@
-@testable import SnapThumbStore
-@testable import SystemKit
 import Foundation
 import Logging
 import Prometheus
 import Synchronization
 import Testing
-@testable import SnapThumbCore
-@testable import SnapThumbQueue
-@testable import SnapThumbRunner
+import SnapThumbCore
+import SnapThumbStore
+import SnapThumbRunner
 import SnapThumbGoogle
+// @testable: `QueueSource` and `ConsumeMetrics` are internal, see QueueSourceTests.swift.
+@testable import SnapThumbQueue
 
 /// Log lines kept in memory, for what a test must see logged (and how long each line is).
 final class CapturedLog: Sendable {
@@ -221,7 +221,7 @@ struct QueueHostileTests {
         let jobs = QueueSourceTests.take(source)
         #expect(jobs.count == 2)
         for job in jobs {
-            source.conclude(JobResult(entry: job, outcome: .processed([:]), milliseconds: 1, sourceDigest: "sha256:abc"))
+            source.conclude(JobResult(entry: job.entry, outcome: .processed([:]), milliseconds: 1, id: job.id, sourceDigest: "sha256:abc"))
         }
         source.finish()
         let text = Self.metrics(registry)

@@ -1,14 +1,20 @@
-@testable import SnapThumbStore
-@testable import SystemKit
-@testable import SnapThumbConfig
 import Foundation
 import Logging
 import Prometheus
+import Synchronization
 import Testing
-@testable import SnapThumbCore
-@testable import SnapThumbQueue
+import SnapThumbCore
+import SnapThumbStore
+// @testable: one test checks that a job's expectation reaches the runner's job line, whose
+// encoding (`WorkerProtocol`, `WorkerLine`) is the runner's own wire format, rightly not public.
 @testable import SnapThumbRunner
-import VipsKit
+import SnapThumbConfig
+import SystemKit
+// @testable: `QueueSource` (what the consumer does with each message and each job's end) and
+// `ConsumeMetrics` are the consumer's inner parts; the module's public API is `ConsumeService`,
+// which runs them with worker processes and a real queue (SnapThumbCLITests). Making them public
+// would let a caller drive messages past the service's ordering of receive, lease and drain.
+@testable import SnapThumbQueue
 
 /// A queue and dead-letter sink that record what the consumer did to each message, in order.
 final class RecordingQueue: MessageQueue, DeadLetterSink, @unchecked Sendable {
@@ -54,15 +60,23 @@ struct QueueSourceTests {
         QueueMessage(id: id, receipt: "r-\(id)-\(deliveries)", body: body, deliveries: deliveries, sentAt: Date().timeIntervalSince1970)
     }
 
-    /// Every job the source has ready, as the runner would take them.
-    static func take(_ source: QueueSource) -> [FileWalker.Entry] {
-        var entries: [FileWalker.Entry] = []
-        while case .job(let entry) = source.next(waitingUpTo: 0) { entries.append(entry) }
-        return entries
+    /// Ids as the runner hands them out: never the same twice.
+    static let ids = Atomic(0)
+    static func nextID() -> JobID { JobID(ids.add(1, ordering: .relaxed).newValue) }
+
+    /// Every job the source has ready, as the runner would take them (each under a new id).
+    static func take(_ source: QueueSource) -> [Dealt] {
+        var dealt: [Dealt] = []
+        while true {
+            let id = nextID()
+            guard case .job(let entry) = source.next(waitingUpTo: 0, id: id) else { return dealt }
+            dealt.append(Dealt(id: id, entry: entry))
+        }
     }
 
-    static func result(_ entry: FileWalker.Entry, _ outcome: JobOutcome) -> JobResult {
-        JobResult(entry: entry, outcome: outcome, milliseconds: 1)
+    /// The runner's report of a job's end, under the id it was taken with.
+    static func result(_ job: Dealt, _ outcome: JobOutcome) -> JobResult {
+        JobResult(entry: job.entry, outcome: outcome, milliseconds: 1, id: job.id)
     }
 
     @Test("a published upload is deleted; its key is relative to --source and URL-decoded, the path names the object")
@@ -210,15 +224,24 @@ struct QueueSourceTests {
         let source = Self.source(queue)
         source.admit(Self.message("m1", Self.event(["in/a.jpg"])))
         source.admit(Self.message("m2", Self.event(["in/b.jpg"])))
-        let first = source.next(waitingUpTo: 0)
+        let id = Self.nextID()
+        let first = source.next(waitingUpTo: 0, id: id)
         source.admit(Self.message("m1", Self.event(["in/a.jpg"]), deliveries: 2))
         guard case .job(let a) = first else { Issue.record("no job"); return }
         source.stop()
-        #expect(source.next(waitingUpTo: 0.1).isEnded)
-        source.conclude(Self.result(a, .abandoned))
+        #expect(source.next(waitingUpTo: 0.1, id: Self.nextID()).isEnded)
+        source.conclude(Self.result(Dealt(id: id, entry: a), .abandoned))
         source.finish()
         #expect(Set(queue.calls.map { "\($0)" }) == Set([RecordingQueue.Call.lease("m1", 0), .lease("m2", 0)].map { "\($0)" }))
     }
+}
+
+/// A job the source gave the runner, with the id it was given under.
+@dynamicMemberLookup
+struct Dealt {
+    let id: JobID
+    let entry: FileWalker.Entry
+    subscript<T>(dynamicMember path: KeyPath<FileWalker.Entry, T>) -> T { entry[keyPath: path] }
 }
 
 extension JobSourceItem {
@@ -272,14 +295,14 @@ struct BucketEventTests {
     @Test("SQS configuration: the region of an AWS queue URL, endpoints from AWS_ENDPOINT_URL_SQS then AWS_ENDPOINT_URL")
     func configuration() throws {
         let keys = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"]
-        let aws = try SQSConfiguration(queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads", environment: keys.merging(["AWS_REGION": "us-east-1"]) { $1 })
+        let aws = try SQSConfiguration(queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads", cloud: CloudSettings.resolve(environment: keys.merging(["AWS_REGION": "us-east-1"]) { $1 }))
         #expect(aws.region == "eu-west-1" && aws.endpoint.absoluteString == "https://sqs.eu-west-1.amazonaws.com" && aws.name == "uploads")
-        let local = try SQSConfiguration(queueURL: "http://127.0.0.1:4566/000000000000/q", environment: keys)
+        let local = try SQSConfiguration(queueURL: "http://127.0.0.1:4566/000000000000/q", cloud: CloudSettings.resolve(environment: keys))
         #expect(local.endpoint.absoluteString == "http://127.0.0.1:4566" && local.region == "us-east-1")
         let both = keys.merging(["AWS_ENDPOINT_URL": "http://a:1", "AWS_ENDPOINT_URL_SQS": "http://b:2"]) { $1 }
-        #expect(try SQSConfiguration(queueURL: "https://sqs.us-east-2.amazonaws.com/1/q", environment: both).endpoint.absoluteString == "http://b:2")
-        #expect(throws: SnapError.self) { try SQSConfiguration(queueURL: "sqs://q", environment: keys) }
-        #expect(throws: SnapError.self) { try SQSConfiguration(queueURL: "https://sqs.us-east-1.amazonaws.com/1/q", environment: [:]) }
+        #expect(try SQSConfiguration(queueURL: "https://sqs.us-east-2.amazonaws.com/1/q", cloud: CloudSettings.resolve(environment: both)).endpoint.absoluteString == "http://b:2")
+        #expect(throws: SnapError.self) { try SQSConfiguration(queueURL: "sqs://q", cloud: CloudSettings.resolve(environment: keys)) }
+        #expect(throws: SnapError.self) { try SQSConfiguration(queueURL: "https://sqs.us-east-1.amazonaws.com/1/q", cloud: CloudSettings.resolve(environment: [:])) }
         #expect("\(aws.credentials)" == "S3Credentials(<redacted>)")
     }
 }
