@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Prometheus
+import ServiceLifecycle
 
 /// A daemon's HTTP endpoints (`--listen`), the same for `watch` and `consume`:
 ///
@@ -17,10 +18,14 @@ public final class DaemonEndpoints: Sendable {
     /// Where it listens, with the port the kernel chose for port 0.
     public let address: String
     private let task: Task<Void, Never>
+    /// The server's service group: stopped by a graceful shutdown (the listener closed, requests
+    /// in flight answered), not by cancellation, which made the server log an error at every stop.
+    private let group: ServiceGroup
 
-    private init(address: String, task: Task<Void, Never>) {
+    private init(address: String, task: Task<Void, Never>, group: ServiceGroup) {
         self.address = address
         self.task = task
+        self.group = group
     }
 
     /// Binds and starts serving; throws (with the address in the message) when the address
@@ -64,9 +69,10 @@ public final class DaemonEndpoints: Sendable {
             logger: quiet)
         // The server's tasks (a connection's, a request's) prefer a thread of their own: a probe
         // is answered even when every cooperative thread is busy or blocked.
+        let group = ServiceGroup(services: [app], logger: quiet)
         let task = Task(executorPreference: EndpointsExecutor.shared) {
             do {
-                try await app.run()
+                try await group.run()
                 event.yield(.failure(ListenAddressError("the HTTP server stopped")))
             } catch {
                 event.yield(.failure(error))
@@ -77,7 +83,7 @@ public final class DaemonEndpoints: Sendable {
         switch first {
         case .success(let bound):
             logger.info("serving /healthz, /readyz and /metrics", metadata: ["snap.listen": "\(bound)"])
-            return DaemonEndpoints(address: bound, task: task)
+            return DaemonEndpoints(address: bound, task: task, group: group)
         case .failure(let error):
             task.cancel()
             throw ListenAddressError("cannot listen on \(listen): \(error)")
@@ -86,7 +92,7 @@ public final class DaemonEndpoints: Sendable {
 
     /// Stops listening (after the daemon has stopped: a last scrape may see it drain).
     public func stop() async {
-        task.cancel()
+        await group.triggerGracefulShutdown()
         await task.value
     }
 

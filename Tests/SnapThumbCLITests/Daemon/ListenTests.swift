@@ -62,6 +62,9 @@ struct ListenTests {
         worker.signal(SIGTERM)
         #expect(worker.waitForExit(seconds: 60) == 0, "\(worker.logText)")
         #expect((try? Self.get(address, "/healthz")) == nil, "the endpoints go with the process")
+        // The server stops gracefully: no error line at a clean stop (cancelled, it logged
+        // "Waiting on child channel: CancellationError()").
+        #expect(!worker.logText.contains(" error ") && !worker.logText.contains("CancellationError"), "\(worker.logText)")
     }
 
     @Test("--listen mistakes are start-up failures (exit 2) that name the flag: not an address, an address in use")
@@ -105,6 +108,7 @@ struct ListenTests {
         #expect(served.contains("snapthumb_consume_uploads_refused_total{code=") && served.contains("snapthumb_build_info{"), "\(served)")
         if let check = try Self.promtool(served) { #expect(check.ok, "\(check.output)\n\(served)") }
         #expect(daemon.terminate() == 0, "\(daemon.log)")
+        #expect(!daemon.log.contains("Waiting on child channel") && !daemon.log.contains("CancellationError"), "\(daemon.log)")
         #expect(!FileManager.default.fileExists(atPath: missing))
     }
 }
