@@ -17,7 +17,7 @@ struct WatchCommand: AsyncParsableCommand {
 
         The upload directory must exist (exit 2 otherwise) unless --create is given. When the --metrics-file's directory does not exist (no node_exporter on the host), watch warns once and runs without the metrics file. --listen serves GET /healthz (200 while the worker loop turns, 503 once it is stuck past the watchdog interval), /readyz (200 once crash recovery is done and claiming started, 503 while draining) and /metrics (the metrics file's contents, in Prometheus' text format). A key that already has a manifest of other source bytes is quarantined in failed/ as 'conflict' (the published manifest and its source in done/ stay) unless --on-conflict replace; done/ never overwrites a source (a second one of the same name becomes name~2.ext).
 
-        SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0.
+        SIGTERM/SIGINT: stop claiming, finish in-flight images within --drain-timeout, exit 0. Exit 1 when the directories or the store cannot be prepared, or no worker process can be started (after a drain, as consume); 2 for a usage or configuration mistake.
 
         Every option can also be set as SNAPTHUMB_<NAME> (e.g. SNAPTHUMB_DRAIN_TIMEOUT=25s) or in the --config file's "watch" object (e.g. "drainTimeout": "25s"); flags win over the environment, which wins over the file. Durations: 500ms, 10s, 5m, 2h, 7d, or plain seconds.
         """
