@@ -2,6 +2,12 @@
 # The whole test suite: installs what is missing, then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every temporary file of the run (the tests', the servers', the compilers') goes in one
+# directory of its own, removed at the end whatever happened: a run leaves nothing in /tmp,
+# even when a test is killed before its own clean-up.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/snapthumb-test.XXXXXX")
+trap 'rm -rf "$run_tmp"' EXIT
+export TMPDIR="$run_tmp"
 Scripts/setup.sh
 # moto's S3 server (a Python virtual environment, .venv-moto/) for the bucket
 # store's tests; with SNAPTHUMB_REQUIRE_MOTO=1 a missing moto fails them instead of skipping.

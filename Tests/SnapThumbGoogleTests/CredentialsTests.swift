@@ -55,7 +55,8 @@ final class TestClock: @unchecked Sendable {
     static let fastRetry = GoogleRetryPolicy(attempts: 4, base: 0.01, cap: 0.05)
 
     func keyFile(_ keys: TestKeys, tokenURI: String, keyID: String = "kid-1") throws -> String {
-        let path = Repo.tempDirectory() + "/key.json"
+        // Beside the shared keys (one directory for the whole run), not in a directory of its own.
+        let path = keys.directory + "/key-\(UUID().uuidString).json"
         try keys.serviceAccountJSON(tokenURI: tokenURI, keyID: keyID).write(to: URL(fileURLWithPath: path))
         return path
     }
@@ -100,6 +101,7 @@ final class TestClock: @unchecked Sendable {
     @Test func unusableKeyFilesSayWhyWithoutTheKey() throws {
         let keys = try TestKeys.shared.get()
         let dir = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         func attempt(_ object: [String: Any]) -> GoogleError? {
             let path = dir + "/\(UUID().uuidString).json"
             try! JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
@@ -172,6 +174,7 @@ final class TestClock: @unchecked Sendable {
         let keys = try TestKeys.shared.get()
         // The endpoint knows another key: the assertion's signature cannot verify.
         let other = Repo.tempDirectory("snapthumb-other-key")
+        defer { try? FileManager.default.removeItem(atPath: other) }
         #expect(try run("/usr/bin/openssl", ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", other + "/key.pem"]).status == 0)
         #expect(try run("/usr/bin/openssl", ["pkey", "-in", other + "/key.pem", "-pubout", "-out", other + "/public.pem"]).status == 0)
         let fake = try FakeAuth(keys: keys, publicKeyPath: other + "/public.pem")

@@ -14,7 +14,9 @@ struct CloudSettingsTests {
     static let keys = ["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"]
 
     static func file(_ json: String) throws -> ConfigFile {
-        let path = Repo.tempDirectory() + "/snapthumb.json"
+        let dir = Repo.tempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/snapthumb.json"
         try Data(json.utf8).write(to: URL(fileURLWithPath: path))
         return try ConfigFile.load(path)
     }

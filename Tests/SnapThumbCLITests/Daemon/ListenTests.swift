@@ -90,9 +90,11 @@ struct ListenTests {
         let (moto, uploads) = try Moto.withBucket()
         let (_, thumbs) = try Moto.withBucket()
         let (queue, _) = try moto.makeQueue(uniqueName("listen"), visibility: 10)
-        let config = Repo.tempDirectory() + "/snapthumb.json"
+        let configDirectory = Repo.tempDirectory()
+        defer { Fixtures.remove(configDirectory) }
+        let config = configDirectory + "/snapthumb.json"
         try Data("{\"consume\": {\"listen\": \"127.0.0.1:0\", \"metricsInterval\": \"200ms\"}}".utf8).write(to: URL(fileURLWithPath: config))
-        let missing = Repo.tempDirectory() + "/no-such-directory/consume.prom"
+        let missing = configDirectory + "/no-such-directory/consume.prom"
         let daemon = try ConsumeTests.consume(moto, queue: queue, source: "s3://\(uploads)/p/", store: "s3://\(thumbs)/t",
                                               extra: ["--jobs", "1", "--config", config, "--metrics-file", missing])
         #expect(eventually(within: 60) { daemon.log.contains("\"msg\":\"consuming\"") }, "\(daemon.log)")

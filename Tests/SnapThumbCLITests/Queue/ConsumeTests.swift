@@ -144,7 +144,9 @@ struct ConsumeTests {
 
         let socketName = "@snapthumb-consume-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let listener = try NotifySocket.Listener(name: socketName)
-        let metrics = Repo.tempDirectory() + "/consume.prom"
+        let metricsDirectory = Repo.tempDirectory()
+        defer { Fixtures.remove(metricsDirectory) }
+        let metrics = metricsDirectory + "/consume.prom"
         let env = ["NOTIFY_SOCKET": socketName]
         let first = try Self.consume(moto, queue: queue, source: "s3://\(uploads)/p", store: "s3://\(thumbs)/t",
                                      extra: ["--jobs", "1", "--metrics-file", metrics, "--metrics-interval", "200ms"], env: env)
@@ -194,7 +196,9 @@ struct ConsumeTests {
         // Every bucket request takes 1.2 s: a job (read the source, look for its manifest, write
         // blobs and the manifest) takes several leases. The queue itself is reached directly.
         let proxy = try FaultProxy(upstreamPort: moto.port, latencyMs: 1200)
-        let metrics = Repo.tempDirectory() + "/lease.prom"
+        let metricsDirectory = Repo.tempDirectory()
+        defer { Fixtures.remove(metricsDirectory) }
+        let metrics = metricsDirectory + "/lease.prom"
         // One worker holding 3 messages: without extensions, held messages would come back to it
         // (or to anyone) as soon as it asks for more.
         let daemon = try Self.consume(moto, queue: queue, source: "s3://\(uploads)/", store: "s3://\(thumbs)/t",

@@ -231,6 +231,7 @@ struct PubSubConsumeTests {
         let project = try Project(pubsub)
         let (topic, watcher, subscription) = (project.topic, project.watcher, project.subscription)
         let store = Repo.tempDirectory("snapthumb-pubsub-store")
+        defer { Fixtures.remove(store) }
         let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
         let worker = try Daemon(["consume", subscription.url, "--source", "s3://\(uploads)/in/", "--store", store, "--jobs", "1", "--log-format", "json",
                                  "--dead-letter-topic", project.dlq.name, "--image-timeout", "30m"], environment: env)
@@ -286,6 +287,7 @@ struct PubSubConsumeTests {
         let project = try Project(pubsub)
         let (topic, subscription) = (project.topic, project.subscription)
         let store = Repo.tempDirectory("snapthumb-pubsub-term")
+        defer { Fixtures.remove(store) }
         let env = moto.environment().merging(["PUBSUB_EMULATOR_HOST": emulator.host]) { $1 }
         let client = try moto.client(bucket: uploads)
         var names: [String] = []
