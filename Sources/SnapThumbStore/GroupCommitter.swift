@@ -70,7 +70,12 @@ public final class GroupCommitter<Tag: Sendable>: Sendable {
             while locked.state.pending.count >= maxPending && !locked.state.closed { locked.wait() }
             locked.state.pending.append((tag, staged, Self.now()))
             locked.state.hurry = false
-            locked.broadcast()
+            // The committer needs waking only when this upload starts a batch (it may be
+            // waiting for any upload at all) or fills one. Otherwise it is waiting for the
+            // oldest upload's delay, which this one does not change, and wakes by itself:
+            // a wake for every upload cost its thread a wake-up and a sleep per snap.
+            let count = locked.state.pending.count
+            if count == 1 || count >= maxBatch { locked.broadcast() }
         }
     }
 

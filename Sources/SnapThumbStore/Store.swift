@@ -59,11 +59,18 @@ public struct Store: Sendable {
         return directory.map { ($0, name) }
     }
 
-    private func openParent(of relativePath: String, sync: Bool) throws -> (StoreDirectory, String) {
-        guard let found = try parent(of: relativePath, create: true, sync: sync) else {
+    /// `blobs/sha256`, created if missing, from `directories` while it is still the directory the path leads to.
+    private func blobsDirectory(sync: Bool) throws -> StoreDirectory {
+        guard let blobs = try directories.open(root: root, Self.blobComponents[...], create: true, sync: sync, missingIsNil: false) else {
             throw SnapError(.internal, "unreachable: a missing directory below \(root) was not reported")
         }
-        return found
+        return blobs
+    }
+
+    /// The fan-out directory (`<2 hex>`) that holds `blob`, below `blobs` (`blobsDirectory`), created if
+    /// missing: kept open while it is still the directory of that name there (`OpenDirectories.child`).
+    private func blobDirectory(of blob: Blob, in blobs: StoreDirectory, sync: Bool) throws -> StoreDirectory {
+        try directories.child(String(blob.hex.prefix(2)), of: blobs, sync: sync)
     }
 
     public func manifestPath(for key: String) throws -> String {
@@ -159,9 +166,13 @@ public struct Store: Sendable {
     /// `stage`, telling the caller which blobs it created (`commit` removes them if nothing is published).
     private func stage(_ upload: ProcessedUpload, created: inout [(StoreDirectory, String)]) throws -> Staged {
         try StoreKey.validate(upload.manifest.key)
+        // `blobs/sha256` is looked at once per upload, and each fan-out directory by one
+        // `fstatat` below it (`blobDirectory`), instead of two path walks, an `openat` and
+        // a `close` per blob (docs/performance.md).
+        let blobs = try blobsDirectory(sync: false)
         for blob in upload.blobs {
-            let (directory, name) = try openParent(of: blob.path, sync: false)
-            if try put(blob, in: directory, as: name, sync: false) { created.append((directory, name)) }
+            let directory = try blobDirectory(of: blob, in: blobs, sync: false)
+            if try put(blob, in: directory, as: blob.hex, sync: false) { created.append((directory, blob.hex)) }
         }
         let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
         let temp = directory.tempName(for: name)
@@ -243,8 +254,8 @@ public struct Store: Sendable {
         // Unsynced, a new fan-out directory is made durable by the same sync as
         // the blob (in a fresh store, each of up to 256 fsyncs waited for a device
         // flush and blocked the worker).
-        let (directory, name) = try openParent(of: blob.path, sync: sync)
-        return try put(blob, in: directory, as: name, sync: sync)
+        let directory = try blobDirectory(of: blob, in: try blobsDirectory(sync: sync), sync: sync)
+        return try put(blob, in: directory, as: blob.hex, sync: sync)
     }
 
     private func put(_ blob: Blob, in directory: StoreDirectory, as name: String, sync: Bool) throws -> Bool {

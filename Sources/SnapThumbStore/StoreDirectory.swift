@@ -210,8 +210,40 @@ final class OpenDirectories: Sendable {
         let inode: UInt64
     }
     private let entries = Mutex<[String: Entry]>([:])
+    /// Fan-out directories (`blobs/sha256/<2 hex>`, at most 256) by name, with the parent they
+    /// were opened below and their device and inode.
+    private struct Child: Sendable {
+        let parent: StoreDirectory
+        let directory: StoreDirectory
+        let identity: FileIdentity
+    }
+    private let children = Mutex<[String: Child]>([:])
 
     init() {}
+
+    /// The directory `name` below `parent` (a directory from `open`, checked for this use),
+    /// created if missing, as `parent.open([name], create: true, …)` opens it: kept open while
+    /// the entry `name` in `parent` is still that directory (one `fstatat`, no symlink
+    /// followed), opened again otherwise, which refuses a symlink as before. For the fan-out
+    /// directories of the blobs, so at most 256 are kept, each open descriptor one of them.
+    func child(_ name: String, of parent: StoreDirectory, sync: Bool) throws -> StoreDirectory {
+        if let cached = children.withLock({ $0[name] }), cached.parent === parent, parent.identity(of: name) == cached.identity {
+            return cached.directory
+        }
+        guard let directory = try parent.open([name][...], create: true, sync: sync, missingIsNil: false) else {
+            throw SnapError(.internal, "unreachable: a missing directory below \(parent.path) was not reported")
+        }
+        // Kept with the identity of what was opened: before any later use, the name is checked to
+        // lead to exactly that directory. A parent opened anew (its directory removed or
+        // replaced) makes every child kept below the old one stale.
+        if let identity = directory.identity {
+            children.withLock { children in
+                children = children.filter { $0.value.parent === parent }
+                children[name] = Child(parent: parent, directory: directory, identity: identity)
+            }
+        }
+        return directory
+    }
 
     /// `components` (one or two, below `root`) opened as `StoreDirectory.open` does,
     /// from the cache when every component is still the same directory.
@@ -259,6 +291,14 @@ extension StoreDirectory {
     var identity: OpenDirectories.FileIdentity? {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
+        return OpenDirectories.FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// Device and inode of the directory `name` in this one (a symlink is not followed); nil if
+    /// it is missing or not a directory.
+    func identity(of name: String) -> OpenDirectories.FileIdentity? {
+        var st = stat()
+        guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
         return OpenDirectories.FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 }
