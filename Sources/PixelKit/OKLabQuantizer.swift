@@ -14,8 +14,11 @@ public enum OKLabQuantizer {
     /// - Parameter reserved: colours an adaptive palette keeps whatever k-means finds (a face's
     ///   skin, issue 38); an adaptive palette also keeps a slot for the most salient outlier
     ///   (the cell farthest from every other palette colour, when it is far: a kite in the sky).
+    /// - Parameter faces: which pixels are in a face (issue 38); an adaptive palette counts them
+    ///   twice, so that a small face among vivid flowers still gets colours of its own (its
+    ///   hair and eyes went to the flowers' browns and reds).
     public static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, fixed fixedColours: [Colour]?,
-                        ordered: Bool, reserved: [Colour] = []) -> IndexedImage {
+                        ordered: Bool, reserved: [Colour] = [], faces: [Bool] = []) -> IndexedImage {
         let lab = OKLab.image(rgb: rgb)
         let mayDither = ordered ? gradientCells(lab, width: width) : nil
         var palette: [Colour]
@@ -30,7 +33,8 @@ public enum OKLabQuantizer {
             }
         } else {
             let kept = colours >= 6 ? reserved.prefix(1).map(OKLab.init) : []
-            var centres = kMeans(lab, k: colours - kept.count - (colours >= 6 ? 1 : 0)) + kept
+            let points = faces.count == lab.count ? lab + lab.indices.filter { faces[$0] }.map { lab[$0] } : lab
+            var centres = vivid(kMeans(points, k: colours - kept.count - (colours >= 6 ? 1 : 0)), points) + kept
             if colours >= 6 { centres += outlier(lab, centres).map { [$0] } ?? [] }
             palette = centres.map(\.colour)
         }
@@ -94,6 +98,28 @@ public enum OKLabQuantizer {
                 steepest = max(steepest, abs(lab[(y + dy) * width + x + dx].l - lab[i].l))
             }
             return steepest > 0.012 && steepest < 0.06
+        }
+    }
+
+    /// Each centre as vivid as the points nearest it: its hue and lightness kept, its chroma the
+    /// mean of theirs (then into sRGB's gamut). A centre is a mean, and the mean of colours of
+    /// different hues is greyer than each of them: k-means alone took about a tenth of the
+    /// picture's chroma (issue 29's chroma measure on photos of people: 1.15× became 1.25×).
+    static func vivid(_ centres: [OKLab], _ points: [OKLab]) -> [OKLab] {
+        var chroma = [Double](repeating: 0, count: centres.count), counts = [Int](repeating: 0, count: centres.count)
+        for p in points {
+            var best = 0, bestDistance = Double.infinity
+            for (j, c) in centres.enumerated() {
+                let d = p.distanceSquared(c)
+                if d < bestDistance { bestDistance = d; best = j }
+            }
+            chroma[best] += p.chroma; counts[best] += 1
+        }
+        return centres.indices.map { j in
+            let c = centres[j], own = c.chroma
+            guard counts[j] > 0, own > 1e-9 else { return c }
+            let scale = chroma[j] / Double(counts[j]) / own
+            return OKLab(l: c.l, a: c.a * scale, b: c.b * scale).clippedToGamut
         }
     }
 
