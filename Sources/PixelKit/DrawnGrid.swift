@@ -136,33 +136,44 @@ public enum DrawnGrid {
         return out
     }
 
-    /// The grid kept within `limit` (a mean OKLab distance) of its area average: when its mean distance is over,
-    /// the lightness of the cells outside faces is drawn back toward the average's (the same
-    /// share for every cell, the largest that keeps the limit; colour and faces untouched).
-    /// A busy photo (a crowd, a collage) has an edge in most cells: the representative colour,
-    /// the local contrast and the outline then all push the same cells darker, and the picture
-    /// stops being the photo. A calm one is left as lifted.
+    /// The grid kept within `limit` (a mean OKLab distance) of its area average: when its mean
+    /// distance is over, the lightness of the cells outside faces is drawn back toward the
+    /// average's (the same share for every cell, the largest that keeps the limit); only when
+    /// the lightness alone cannot keep it (a picture of hard checks, where the representative
+    /// colours differ from the mixes in hue too) are their hue and chroma drawn back as well.
+    /// Faces are left to their own rule. A busy photo (a crowd, a collage) has an edge in most
+    /// cells: the representative colour, the local contrast and the outline then all push the
+    /// same cells darker, and the picture stops being the photo. A calm one is left as lifted.
     public static func faithful(_ grid: [OKLab], average: [OKLab], faces: [Bool], limit: Double) -> [OKLab] {
-        func drift(_ share: Double) -> Double {
+        func held(_ light: Double, _ colour: Double) -> [OKLab] {
+            grid.indices.map { i in
+                guard !faces[i] else { return grid[i] }
+                let c = grid[i], m = average[i]
+                return OKLab(l: m.l + light * (c.l - m.l), a: m.a + colour * (c.a - m.a), b: m.b + colour * (c.b - m.b))
+            }
+        }
+        func drift(_ light: Double, _ colour: Double) -> Double {
             var sum = 0.0
             for i in grid.indices {
-                var c = grid[i]
-                if !faces[i] { c.l = average[i].l + share * (c.l - average[i].l) }
-                sum += c.distance(average[i])
+                let c = grid[i], m = average[i]
+                if faces[i] { sum += c.distance(m); continue }
+                let dl = light * (c.l - m.l), da = colour * (c.a - m.a), db = colour * (c.b - m.b)
+                sum += (dl * dl + da * da + db * db).squareRoot()
             }
             return sum / Double(max(1, grid.count))
         }
-        guard drift(1) > limit else { return grid }
-        var low = 0.0, high = 1.0
-        for _ in 0..<10 {
-            let mid = (low + high) / 2
-            if drift(mid) > limit { high = mid } else { low = mid }
+        guard drift(1, 1) > limit else { return grid }
+        // The largest share that keeps the limit, by halving (ten steps: within 0.001).
+        func largest(_ over: (Double) -> Bool) -> Double {
+            var low = 0.0, high = 1.0
+            for _ in 0..<10 {
+                let mid = (low + high) / 2
+                if over(mid) { high = mid } else { low = mid }
+            }
+            return low
         }
-        return grid.indices.map { i in
-            var c = grid[i]
-            if !faces[i] { c.l = average[i].l + low * (c.l - average[i].l) }
-            return c
-        }
+        if drift(0, 1) <= limit { return held(largest { drift($0, 1) > limit }, 1) }
+        return held(0, largest { drift(0, $0) > limit })
     }
 
     /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).

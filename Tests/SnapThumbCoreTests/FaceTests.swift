@@ -205,6 +205,31 @@ struct FaceTests {
         #expect(face.allSatisfy { $0.l > plain[0].l + 0.1 }, "\(face.map(\.l)) against the hair \(plain[0].l)")
     }
 
+    @Test("drawn is held to its drift limit on a busy picture and left as lifted on a calm one; retro is not held")
+    func driftLimit() {
+        let side = 100
+        // Busy: every cell holds an edge (2×2-pixel checks of dark and light, tinted).
+        var busy = [UInt8](repeating: 0, count: side * side * 3), calm = busy
+        for y in 0..<side { for x in 0..<side {
+            let i = (y * side + x) * 3
+            let v: [UInt8] = (x / 2 + y / 2) % 2 == 0 ? [30, 40, 60] : [230, 200, 150]
+            busy.replaceSubrange(i..<i + 3, with: v)
+            calm.replaceSubrange(i..<i + 3, with: [UInt8(80 + x), UInt8(90 + y), 140])
+        } }
+        func drift(_ rgb: [UInt8], _ lift: DrawnGrid.Lift) -> Double {
+            let cells = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: lift))
+            let average = DrawnGrid.areaAverage(rgb: rgb, side: side, factor: 4)
+            return zip(cells, average).reduce(0) { $0 + $1.0.distance($1.1) } / Double(cells.count)
+        }
+        var unheld = DrawnGrid.Lift.drawn
+        unheld.driftLimit = nil
+        #expect(drift(busy, unheld) > 0.06, "the busy picture must drift unheld for this test to mean anything")
+        // The limit is on the unrounded colours; rounding to 8 bits moves a cell by about 0.002.
+        #expect(drift(busy, .drawn) <= DrawnGrid.driftLimit + 0.003, "\(drift(busy, .drawn))")
+        #expect(DrawnGrid.cells(rgb: calm, side: side, factor: 4, lift: .drawn) == DrawnGrid.cells(rgb: calm, side: side, factor: 4, lift: unheld))
+        #expect(drift(busy, .retro) > DrawnGrid.driftLimit + 0.003)
+    }
+
     @Test("a face's skin tone keeps the face's own hue: a pale highlight in every cell does not tint it")
     func skinHue() {
         // Every cell: three columns of skin, one of a pale yellow highlight (the lighter group).

@@ -28,7 +28,7 @@ enum PixelArtStep {
     /// Quantises `rgb` (grid × grid, packed sRGB) and encodes both PNGs within
     /// their budgets: fewer colours first, then more compression effort, then `budget`.
     /// `reserved`: colours an adaptive OKLab palette keeps (the faces' skin); `faces`: which
-    /// cells are in a face (an adaptive OKLab palette counts them twice).
+    /// cells are in a face (an adaptive OKLab palette counts them `faceWeight` times).
     static func run(rgb: [UInt8], grid: Int, settings: Settings.PixelSettings, mode: Settings.BudgetMode,
                     reserved: [Colour] = [], faces: [Bool] = []) throws -> PixelArt {
         let gridBudget = settings.gridBudget.map { Budget(limit: $0, mode: mode) }
@@ -38,11 +38,15 @@ enum PixelArtStep {
 
         let palette = settings.effectivePalette
         let wanted = min(settings.colours, palette.fixedColours?.count ?? 256)
+        // Speckles go after the palette (and in retro lone cells, the dither's strays), but not a
+        // small subject of another colour than all around it (a kite).
+        let salient = settings.style == .soft ? [] : OKLabQuantizer.salientCells(OKLab.image(rgb: rgb), width: grid)
         for count in colourLadder(from: wanted) {
             let image = settings.style == .soft
                 ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours, dither: settings.dither)
                 : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours,
-                                         ordered: settings.effectiveDither, reserved: reserved, faces: faces).withoutIsolatedDark(lightToo: settings.style == .retro)
+                                         ordered: settings.effectiveDither, reserved: reserved, faces: faces)
+                    .withoutIsolatedDark(lightToo: settings.style == .retro, keep: salient)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
                 let gridPNG = try PalettePNG.encode(image, effort: effort)
