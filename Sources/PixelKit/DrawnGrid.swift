@@ -58,14 +58,15 @@ public enum DrawnGrid {
         let n = side / factor
         let inFace = FaceCells.mask(faces, side: n)
         var means = [OKLab](repeating: .zero, count: inFace.count)
+        var pixels = [OKLab](repeating: .zero, count: factor * factor)  // one buffer for every face cell
         for i in inFace.indices where inFace[i] {
             let (cx, cy) = (i % n, i / n)
-            var pixels: [OKLab] = []
-            pixels.reserveCapacity(factor * factor)
+            var k = 0
             for y in (cy * factor)..<((cy + 1) * factor) {
                 for x in (cx * factor)..<((cx + 1) * factor) {
                     let p = 3 * (y * side + x)
-                    pixels.append(OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2]))
+                    pixels[k] = OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2])
+                    k += 1
                 }
             }
             // Halfway between the cell's mean and its lighter group: hair and shadow do not
@@ -116,24 +117,23 @@ public enum DrawnGrid {
     /// less what the palette adds on top (about 0.003 on photos).
     public static let driftLimit = 0.055
 
-    /// Each cell's area average in OKLab: the rounded mean of its `factor`×`factor` sRGB pixels.
+    /// Each cell's area average in OKLab: the rounded mean of its `factor`×`factor` sRGB pixels
+    /// (converted by the C kernel, the same colours as `OKLab(red:green:blue:)`).
     public static func areaAverage(rgb: [UInt8], side: Int, factor: Int) -> [OKLab] {
         let n = side / factor, area = factor * factor
-        var out = [OKLab](repeating: .zero, count: n * n)
-        for cy in 0..<n {
+        // Row by row, each byte added to its cell's band (the rows of a cell in turn).
+        var sums = [Int](repeating: 0, count: 3 * n * n)
+        for y in 0..<(n * factor) {
+            let row = 3 * (y / factor) * n
+            var p = 3 * y * side
             for cx in 0..<n {
-                var sums = (0, 0, 0)
-                for y in (cy * factor)..<((cy + 1) * factor) {
-                    var p = 3 * (y * side + cx * factor)
-                    for _ in 0..<factor {
-                        sums.0 += Int(rgb[p]); sums.1 += Int(rgb[p + 1]); sums.2 += Int(rgb[p + 2]); p += 3
-                    }
-                }
-                out[cy * n + cx] = OKLab(red: UInt8((sums.0 + area / 2) / area), green: UInt8((sums.1 + area / 2) / area),
-                                         blue: UInt8((sums.2 + area / 2) / area))
+                let c = row + 3 * cx
+                var r = 0, g = 0, b = 0
+                for _ in 0..<factor { r &+= Int(rgb[p]); g &+= Int(rgb[p + 1]); b &+= Int(rgb[p + 2]); p += 3 }
+                sums[c] &+= r; sums[c + 1] &+= g; sums[c + 2] &+= b
             }
         }
-        return out
+        return OKLab.image(rgb: sums.map { UInt8(($0 + area / 2) / area) })
     }
 
     /// The grid kept within `limit` (a mean OKLab distance) of its area average: when its mean
@@ -145,35 +145,50 @@ public enum DrawnGrid {
     /// cells: the representative colour, the local contrast and the outline then all push the
     /// same cells darker, and the picture stops being the photo. A calm one is left as lifted.
     public static func faithful(_ grid: [OKLab], average: [OKLab], faces: [Bool], limit: Double) -> [OKLab] {
-        func held(_ light: Double, _ colour: Double) -> [OKLab] {
+        // Each cell's distance from its average, in lightness and in hue and chroma (squared);
+        // faces' whole distance is fixed.
+        var light = [Double](repeating: 0, count: grid.count), colour = light, fixed = 0.0
+        for i in grid.indices {
+            let c = grid[i], m = average[i]
+            if faces[i] { fixed += c.distance(m); continue }
+            let dl = c.l - m.l, da = c.a - m.a, db = c.b - m.b
+            light[i] = dl * dl; colour[i] = da * da + db * db
+        }
+        let count = Double(max(1, grid.count))
+        func drift(_ l: Double, _ c: Double) -> Double {
+            let l2 = l * l, c2 = c * c
+            var sum = fixed
+            for i in light.indices { sum += (l2 * light[i] + c2 * colour[i]).squareRoot() }
+            return sum / count
+        }
+        func held(_ l: Double, _ c: Double) -> [OKLab] {
             grid.indices.map { i in
                 guard !faces[i] else { return grid[i] }
-                let c = grid[i], m = average[i]
-                return OKLab(l: m.l + light * (c.l - m.l), a: m.a + colour * (c.a - m.a), b: m.b + colour * (c.b - m.b))
+                let g = grid[i], m = average[i]
+                return OKLab(l: m.l + l * (g.l - m.l), a: m.a + c * (g.a - m.a), b: m.b + c * (g.b - m.b))
             }
-        }
-        func drift(_ light: Double, _ colour: Double) -> Double {
-            var sum = 0.0
-            for i in grid.indices {
-                let c = grid[i], m = average[i]
-                if faces[i] { sum += c.distance(m); continue }
-                let dl = light * (c.l - m.l), da = colour * (c.a - m.a), db = colour * (c.b - m.b)
-                sum += (dl * dl + da * da + db * db).squareRoot()
-            }
-            return sum / Double(max(1, grid.count))
         }
         guard drift(1, 1) > limit else { return grid }
-        // The largest share that keeps the limit, by halving (ten steps: within 0.001).
-        func largest(_ over: (Double) -> Bool) -> Double {
-            var low = 0.0, high = 1.0
-            for _ in 0..<10 {
-                let mid = (low + high) / 2
-                if over(mid) { high = mid } else { low = mid }
+        // The share x where the drift, fixed + Σ √(x²·scaled + kept), meets the limit: Newton's
+        // steps from x = 1. The drift is convex and rising in x, so every step stays at or above
+        // the root and comes down to it (a few steps; a bisection took ten passes).
+        func share(_ scaled: [Double], _ kept: [Double]) -> Double {
+            var x = 1.0
+            for _ in 0..<8 {
+                var sum = fixed, slope = 0.0
+                for i in scaled.indices {
+                    let r = (x * x * scaled[i] + kept[i]).squareRoot()
+                    sum += r
+                    if r > 0 { slope += x * scaled[i] / r }
+                }
+                let over = sum / count - limit
+                guard over > 1e-7, slope > 0 else { break }
+                x = max(0, x - over * count / slope)
             }
-            return low
+            return x
         }
-        if drift(0, 1) <= limit { return held(largest { drift($0, 1) > limit }, 1) }
-        return held(0, largest { drift(0, $0) > limit })
+        if drift(0, 1) <= limit { return held(share(light, colour), 1) }
+        return held(0, share(colour, [Double](repeating: 0, count: colour.count)))
     }
 
     /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).

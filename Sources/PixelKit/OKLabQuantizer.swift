@@ -17,9 +17,10 @@ public enum OKLabQuantizer {
     /// - Parameter faces: which pixels are in a face (issue 38); an adaptive palette counts them
     ///   `faceWeight` times, so that a small face among vivid flowers still gets colours of its
     ///   own (its hair and eyes went to the flowers' browns and reds).
+    /// - Parameter lab: `rgb` in OKLab when the caller has it already (`OKLab.image(rgb:)`).
     public static func indexed(rgb: [UInt8], width: Int, height: Int, colours: Int, fixed fixedColours: [Colour]?,
-                        ordered: Bool, reserved: [Colour] = [], faces: [Bool] = []) -> IndexedImage {
-        let lab = OKLab.image(rgb: rgb)
+                        ordered: Bool, reserved: [Colour] = [], faces: [Bool] = [], lab known: [OKLab]? = nil) -> IndexedImage {
+        let lab = known ?? OKLab.image(rgb: rgb)
         let mayDither = ordered ? gradientCells(lab, width: width) : nil
         var palette: [Colour]
         if let fixed = fixedColours {
@@ -33,12 +34,19 @@ public enum OKLabQuantizer {
             }
         } else {
             let kept = colours >= 6 ? reserved.prefix(1).map(OKLab.init) : []
+            // Face cells weigh more, but not those of the kept skin colour: that one has its slot;
+            // the weight is for the face's other colours (hair, eyes, shadow).
+            let skin = colours >= 6 ? reserved.first : nil
+            let heavy = faces.count == lab.count
+                ? lab.indices.map { i in faces[i] && Colour(red: rgb[3 * i], green: rgb[3 * i + 1], blue: rgb[3 * i + 2]) != skin }
+                : []
             var points = lab
-            if faces.count == lab.count {
-                let inFace = lab.indices.filter { faces[$0] }.map { lab[$0] }
+            if heavy.contains(true) {
+                let inFace = lab.indices.filter { heavy[$0] }.map { lab[$0] }
                 for _ in 1..<faceWeight { points += inFace }
             }
-            var centres = vivid(kMeans(points, k: colours - kept.count - (colours >= 6 ? 1 : 0)), points) + kept
+            let found = kMeans(points, k: colours - kept.count - (colours >= 6 ? 1 : 0))
+            var centres = vivid(found, lab, weights: heavy.contains(true) ? heavy.map { $0 ? Double(faceWeight) : 1 } : nil) + kept
             if colours >= 6 { centres += outlier(lab, centres).map { [$0] } ?? [] }
             palette = centres.map(\.colour)
         }
@@ -112,25 +120,27 @@ public enum OKLabQuantizer {
     }
 
     /// Each centre as vivid as the points nearest it: its hue and lightness kept, its chroma the
-    /// mean of theirs (then into sRGB's gamut). A centre is a mean, and the mean of colours of
-    /// different hues is greyer than each of them: k-means alone took about a tenth of the
-    /// picture's chroma (issue 29's chroma measure on photos of people: 1.15× became 1.25×).
-    public static func vivid(_ centres: [OKLab], _ points: [OKLab]) -> [OKLab] {
-        var chroma = [Double](repeating: 0, count: centres.count), counts = [Int](repeating: 0, count: centres.count)
-        for p in points {
+    /// (weighted) mean of theirs, then into sRGB's gamut. A centre is a mean, and the mean of
+    /// colours of different hues is greyer than each of them: k-means alone took about a tenth of
+    /// the picture's chroma (issue 29's chroma measure on photos of people: 1.15× became 1.25×).
+    public static func vivid(_ centres: [OKLab], _ points: [OKLab], weights: [Double]? = nil) -> [OKLab] {
+        var chroma = [Double](repeating: 0, count: centres.count), counts = chroma
+        for (i, p) in points.enumerated() {
             var best = 0, bestDistance = Double.infinity
             for (j, c) in centres.enumerated() {
                 let d = p.distanceSquared(c)
                 if d < bestDistance { bestDistance = d; best = j }
             }
-            chroma[best] += p.chroma; counts[best] += 1
+            let w = weights?[i] ?? 1
+            chroma[best] += w * p.chroma; counts[best] += w
         }
-        return centres.indices.map { j in
-            let c = centres[j], own = c.chroma
-            guard counts[j] > 0, own > 1e-9 else { return c }
-            let scale = chroma[j] / Double(counts[j]) / own
-            return OKLab(l: c.l, a: c.a * scale, b: c.b * scale).clippedToGamut
+        var scaled = [Double](repeating: 0, count: 3 * centres.count)
+        for (j, c) in centres.enumerated() {
+            let own = c.chroma, scale = counts[j] > 0 && own > 1e-9 ? chroma[j] / counts[j] / own : 1
+            (scaled[3 * j], scaled[3 * j + 1], scaled[3 * j + 2]) = (c.l, c.a * scale, c.b * scale)
         }
+        // The gamut clip of the C kernel (OKLab.clippedToGamut's colours, all at once).
+        return OKLab.interleaved(OKLabKernels.clippedToGamut(lab: scaled))
     }
 
     /// Cells of another colour than each of their 8 neighbours: hue and chroma (a, b) more than

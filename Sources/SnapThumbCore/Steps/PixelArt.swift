@@ -40,12 +40,13 @@ enum PixelArtStep {
         let wanted = min(settings.colours, palette.fixedColours?.count ?? 256)
         // Speckles go after the palette (and in retro lone cells, the dither's strays), but not a
         // small subject of another colour than all around it (a kite).
-        let salient = settings.style == .soft ? [] : OKLabQuantizer.salientCells(OKLab.image(rgb: rgb), width: grid)
+        let lab = settings.style == .soft ? [] : OKLab.image(rgb: rgb)
+        let salient = settings.style == .soft ? [] : OKLabQuantizer.salientCells(lab, width: grid)
         for count in colourLadder(from: wanted) {
             let image = settings.style == .soft
                 ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours, dither: settings.dither)
                 : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours,
-                                         ordered: settings.effectiveDither, reserved: reserved, faces: faces)
+                                         ordered: settings.effectiveDither, reserved: reserved, faces: faces, lab: lab)
                     .withoutIsolatedDark(lightToo: settings.style == .retro, keep: salient)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
