@@ -12,7 +12,8 @@ public enum OKLabQuantizer {
     /// - Parameter ordered: 4×4 Bayer ordered dithering of lightness (a regular pattern, not
     ///   Floyd–Steinberg's worms, which on 25 cells read as noise).
     /// - Parameter reserved: colours an adaptive palette keeps whatever k-means finds (a face's
-    ///   skin, issue 38); an adaptive palette also keeps a slot for the most salient outlier
+    ///   skin, issue 38; a fixed palette gives the skin tone's cells its nearest skin colour,
+    ///   `skinEntry`); an adaptive palette also keeps a slot for the most salient outlier
     ///   (the cell farthest from every other palette colour, when it is far: a kite in the sky).
     /// - Parameter faces: which pixels are in a face (issue 38); an adaptive palette counts them
     ///   `faceWeight` times, so that a small face among vivid flowers still gets colours of its
@@ -52,10 +53,36 @@ public enum OKLabQuantizer {
         }
         // A stable order: darkest first (as the soft style).
         palette = Array(Set(palette)).sorted { ($0.luma, $0.red, $0.green, $0.blue) < ($1.luma, $1.red, $1.green, $1.blue) }
-        let indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
+        var indices = map(lab, width: width, palette: palette.map(OKLab.init), ordered: ordered,
                           lightnessWeight: fixedColours == nil ? 1 : fixedLightnessWeight, mayDither: mayDither,
                           greyRamp: fixedColours != nil)
+        // A fixed palette has no slot to keep for a face's skin: its cells of the skin tone take
+        // the palette's nearest skin colour instead of whatever is nearest (retro sent shaded skin
+        // to PICO-8's dark grey or lavender).
+        if fixedColours != nil, let skin = reserved.first, let entry = skinEntry(OKLab(skin), palette.map(OKLab.init)) {
+            for i in indices.indices where rgb[3 * i] == skin.red && rgb[3 * i + 1] == skin.green && rgb[3 * i + 2] == skin.blue {
+                indices[i] = UInt8(entry)
+            }
+        }
         return PaletteIndices.compacted(width: width, height: height, palette: palette, indices: indices)
+    }
+
+    /// The palette colour a face's skin tone takes from a fixed palette: the nearest (lightness
+    /// weighted `fixedLightnessWeight`) of the colours that are not grey and lie within 45° of the
+    /// skin's hue (PICO-8: the peach, orange or brown). nil for a grey face (a black-and-white
+    /// photo keeps the grey ramp) or when the palette has no such colour.
+    public static func skinEntry(_ skin: OKLab, _ palette: [OKLab]) -> Int? {
+        guard skin.chroma >= greyChroma else { return nil }
+        let hue = atan2(skin.b, skin.a), w = fixedLightnessWeight
+        var best: Int?, bestDistance = Double.infinity
+        for (j, p) in palette.enumerated() where p.chroma >= greyChroma {
+            var turn = abs(atan2(p.b, p.a) - hue)
+            if turn > Double.pi { turn = 2 * Double.pi - turn }
+            guard turn <= Double.pi / 4 else { continue }
+            let d = OKLab(l: skin.l * w, a: skin.a, b: skin.b).distanceSquared(OKLab(l: p.l * w, a: p.a, b: p.b))
+            if d < bestDistance { bestDistance = d; best = j }
+        }
+        return best
     }
 
     /// How many times an adaptive palette's k-means counts a face cell. Faces first: on the

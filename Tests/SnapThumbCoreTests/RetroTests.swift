@@ -91,4 +91,23 @@ struct RetroTests {
         let far = OKLab(l: 0.1, a: 0, b: 0)
         #expect(OKLabQuantizer.vivid([mean, far], points)[1] == far)
     }
+
+    @Test("retro gives a face's skin tone PICO-8's nearest skin colour, never a grey or lavender; a grey face keeps the grey ramp",
+          arguments: [[0x9A, 0x80, 0x70], [0x6E, 0x5A, 0x50], [0xE0, 0xAC, 0x90], [0x8A, 0x6A, 0x60]] as [[UInt8]])
+    func retroSkin(tone: [UInt8]) {
+        // A face of one shaded skin tone in a grey room.
+        let wall: [UInt8] = [0x70, 0x70, 0x72]
+        var rgb: [UInt8] = []
+        for y in 0..<25 {
+            for x in 0..<25 { rgb += (8..<16).contains(x) && (8..<16).contains(y) ? tone : wall }
+        }
+        let skin = Colour(red: tone[0], green: tone[1], blue: tone[2])
+        let image = OKLabQuantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, fixed: Self.pico8, ordered: true, reserved: [skin])
+        let face = image.palette[Int(image.indices[12 * 25 + 12])]
+        let named: [Colour: String] = [Colour(red: 0xAB, green: 0x52, blue: 0x36): "brown", Colour(red: 0xFF, green: 0xA3, blue: 0x00): "orange",
+                                       Colour(red: 0xFF, green: 0xCC, blue: 0xAA): "peach"]
+        #expect(named[face] != nil, "\(tone) became \(face)")
+        // Without the face the same tone may go elsewhere; a grey tone has no skin entry.
+        #expect(OKLabQuantizer.skinEntry(OKLab(red: 0x80, green: 0x80, blue: 0x80), Self.pico8.map(OKLab.init)) == nil)
+    }
 }
