@@ -24,16 +24,20 @@ public enum DrawnGrid {
         /// `outlineDarken` of its lightness: the dark outline; nil for none.
         public var outline: Double?
         public var outlineDarken: Double = 0.8
+        /// The largest drift (mean OKLab distance from the area average) the grid keeps before
+        /// its lightness is drawn back toward the average (`faithful`); nil: no limit.
+        public var driftLimit: Double?
 
-
-        public init(lightness: Double, local: Double, chroma: Double, outline: Double?, outlineDarken: Double = 0.8) {
+        public init(lightness: Double, local: Double, chroma: Double, outline: Double?, outlineDarken: Double = 0.8,
+                    driftLimit: Double? = nil) {
             self.lightness = lightness; self.local = local; self.chroma = chroma
-            self.outline = outline; self.outlineDarken = outlineDarken
+            self.outline = outline; self.outlineDarken = outlineDarken; self.driftLimit = driftLimit
         }
 
-        /// The `drawn` style's lift.
-        public static let drawn = Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15)
-        /// The `retro` style's, stronger: its fixed palette's colours are all vivid.
+        /// The `drawn` style's lift, held to issue 29's faithfulness (`DrawnGrid.driftLimit`).
+        public static let drawn = Lift(lightness: 1.06, local: 0.25, chroma: 1.45, outline: 0.15, driftLimit: DrawnGrid.driftLimit)
+        /// The `retro` style's, stronger: its fixed palette's colours are all vivid, and it is
+        /// not held to the drift limit (a photo mapped to 16 fixed colours is far from its average).
         public static let retro = Lift(lightness: 1.15, local: 0.4, chroma: 1.7, outline: 0.1, outlineDarken: 0.7)
     }
 
@@ -54,14 +58,15 @@ public enum DrawnGrid {
         let n = side / factor
         let inFace = FaceCells.mask(faces, side: n)
         var means = [OKLab](repeating: .zero, count: inFace.count)
+        var pixels = [OKLab](repeating: .zero, count: factor * factor)  // one buffer for every face cell
         for i in inFace.indices where inFace[i] {
             let (cx, cy) = (i % n, i / n)
-            var pixels: [OKLab] = []
-            pixels.reserveCapacity(factor * factor)
+            var k = 0
             for y in (cy * factor)..<((cy + 1) * factor) {
                 for x in (cx * factor)..<((cx + 1) * factor) {
                     let p = 3 * (y * side + x)
-                    pixels.append(OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2]))
+                    pixels[k] = OKLab(l: lab[p], a: lab[p + 1], b: lab[p + 2])
+                    k += 1
                 }
             }
             // Halfway between the cell's mean and its lighter group: hair and shadow do not
@@ -71,26 +76,119 @@ public enum DrawnGrid {
             means[i] = mean
         }
         var result = shaped(grid, side: n, lift: lift, faces: inFace)
-        // The face's colour: face cells near the faces' mean take it (one skin tone, which the
+        // What the cells are compared with (issue 29's drift, issue 38's face measures): the
+        // area average, each cell's plain sRGB mean (rounded) in OKLab. The mean of the
+        // pixels' OKLab colours is a little darker than that (the cube root is concave).
+        let average = areaAverage(rgb: rgb, side: side, factor: factor)
+        // The face's colour: face cells near the faces' tone take it (one skin tone, which the
         // palette keeps a slot for), the rest (eyes, a beard) keep theirs. The tone has the
         // faces' own hue and chroma (their cells' plain means: the lighter groups lean to the
-        // highlights' hue), and the face gives back most of the lightness the lighter groups
-        // added (up to 0.03): they keep hair and shadow from winning cells, not pale the face.
+        // highlights' hue); its lightness is what keeps the face as light as its area average
+        // overall: the lighter groups keep hair and shadow from winning cells, they do not pale
+        // the face, and the features keep their darks.
         let faceCells = inFace.indices.filter { inFace[$0] }
         if !faceCells.isEmpty {
             let count = Double(faceCells.count)
             let drawn = faceCells.map { result[$0] }.reduce(.zero, +) / count
             let plain = faceCells.map { means[$0] }.reduce(.zero, +) / count
-            // At most 0.03 darker: a face mostly in shadow or hair still shows skin.
+            // Which cells are skin: those near the tone the face would have if it gave back
+            // three quarters of what its lighter groups added (at most 0.03).
             let lighter = min(0.03, 0.75 * max(0, drawn.l - plain.l))
-            let skin = OKLab(l: drawn.l - lighter, a: plain.a, b: plain.b)
-            for i in faceCells {
+            var skin = OKLab(l: drawn.l - lighter, a: plain.a, b: plain.b)
+            var isSkin = [Bool](repeating: false, count: faceCells.count), features = 0.0, target = 0.0
+            for (k, i) in faceCells.enumerated() {
                 var cell = result[i]
                 cell.l -= lighter
-                result[i] = cell.distance(skin) < 0.1 ? skin : cell
+                result[i] = cell
+                isSkin[k] = cell.distance(skin) < 0.1
+                if !isSkin[k] { features += cell.l }
+                target += average[i].l
+            }
+            let skinCount = isSkin.filter { $0 }.count
+            if skinCount > 0 { skin.l = min(1, max(0, (target - features) / Double(skinCount))) }
+            for (k, i) in faceCells.enumerated() where isSkin[k] { result[i] = skin }
+        }
+        if let limit = lift.driftLimit { result = faithful(result, average: average, faces: inFace, limit: limit) }
+        return OKLab.rgb(result)
+    }
+
+    /// The largest mean OKLab distance (drift) a grid may keep from the area average before
+    /// its lightness is drawn back toward it: issue 29's 0.06 for the faithfulness of `drawn`,
+    /// less what the palette adds on top (about 0.003 on photos).
+    public static let driftLimit = 0.055
+
+    /// Each cell's area average in OKLab: the rounded mean of its `factor`×`factor` sRGB pixels
+    /// (converted by the C kernel, the same colours as `OKLab(red:green:blue:)`).
+    public static func areaAverage(rgb: [UInt8], side: Int, factor: Int) -> [OKLab] {
+        let n = side / factor, area = factor * factor
+        // Row by row, each byte added to its cell's band (the rows of a cell in turn).
+        var sums = [Int](repeating: 0, count: 3 * n * n)
+        for y in 0..<(n * factor) {
+            let row = 3 * (y / factor) * n
+            var p = 3 * y * side
+            for cx in 0..<n {
+                let c = row + 3 * cx
+                var r = 0, g = 0, b = 0
+                for _ in 0..<factor { r &+= Int(rgb[p]); g &+= Int(rgb[p + 1]); b &+= Int(rgb[p + 2]); p += 3 }
+                sums[c] &+= r; sums[c + 1] &+= g; sums[c + 2] &+= b
             }
         }
-        return OKLab.rgb(result)
+        return OKLab.image(rgb: sums.map { UInt8(($0 + area / 2) / area) })
+    }
+
+    /// The grid kept within `limit` (a mean OKLab distance) of its area average: when its mean
+    /// distance is over, the lightness of the cells outside faces is drawn back toward the
+    /// average's (the same share for every cell, the largest that keeps the limit); only when
+    /// the lightness alone cannot keep it (a picture of hard checks, where the representative
+    /// colours differ from the mixes in hue too) are their hue and chroma drawn back as well.
+    /// Faces are left to their own rule. A busy photo (a crowd, a collage) has an edge in most
+    /// cells: the representative colour, the local contrast and the outline then all push the
+    /// same cells darker, and the picture stops being the photo. A calm one is left as lifted.
+    public static func faithful(_ grid: [OKLab], average: [OKLab], faces: [Bool], limit: Double) -> [OKLab] {
+        // Each cell's distance from its average, in lightness and in hue and chroma (squared);
+        // faces' whole distance is fixed.
+        var light = [Double](repeating: 0, count: grid.count), colour = light, fixed = 0.0
+        for i in grid.indices {
+            let c = grid[i], m = average[i]
+            if faces[i] { fixed += c.distance(m); continue }
+            let dl = c.l - m.l, da = c.a - m.a, db = c.b - m.b
+            light[i] = dl * dl; colour[i] = da * da + db * db
+        }
+        let count = Double(max(1, grid.count))
+        func drift(_ l: Double, _ c: Double) -> Double {
+            let l2 = l * l, c2 = c * c
+            var sum = fixed
+            for i in light.indices { sum += (l2 * light[i] + c2 * colour[i]).squareRoot() }
+            return sum / count
+        }
+        func held(_ l: Double, _ c: Double) -> [OKLab] {
+            grid.indices.map { i in
+                guard !faces[i] else { return grid[i] }
+                let g = grid[i], m = average[i]
+                return OKLab(l: m.l + l * (g.l - m.l), a: m.a + c * (g.a - m.a), b: m.b + c * (g.b - m.b))
+            }
+        }
+        guard drift(1, 1) > limit else { return grid }
+        // The share x where the drift, fixed + Σ √(x²·scaled + kept), meets the limit: Newton's
+        // steps from x = 1. The drift is convex and rising in x, so every step stays at or above
+        // the root and comes down to it (a few steps; a bisection took ten passes).
+        func share(_ scaled: [Double], _ kept: [Double]) -> Double {
+            var x = 1.0
+            for _ in 0..<8 {
+                var sum = fixed, slope = 0.0
+                for i in scaled.indices {
+                    let r = (x * x * scaled[i] + kept[i]).squareRoot()
+                    sum += r
+                    if r > 0 { slope += x * scaled[i] / r }
+                }
+                let over = sum / count - limit
+                guard over > 1e-7, slope > 0 else { break }
+                x = max(0, x - over * count / slope)
+            }
+            return x
+        }
+        if drift(0, 1) <= limit { return held(share(light, colour), 1) }
+        return held(0, share(colour, [Double](repeating: 0, count: colour.count)))
     }
 
     /// A face's box in cell units: x0, y0 (top left) to x1, y1 (bottom right).

@@ -125,7 +125,10 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// 9: the face detector skips photos in colour without a skin-coloured region (no faces
     /// there, so a centre or attention square where it once found some).
     /// 10: the detector's input is scaled with OpenCV's bit-exact bilinear resample.
-    public static let pipelineVersion = 10
+    /// 11: drawn pixel art: a busy photo's lightness is drawn back toward its area average
+    /// (drift at most 0.055), an adaptive palette's colours are as vivid as their cells and
+    /// count face cells twice; drawn and retro faces keep their area average's lightness.
+    public static let pipelineVersion = 11
 
     public var digest: String
     public var version: Int

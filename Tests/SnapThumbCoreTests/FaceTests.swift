@@ -182,7 +182,7 @@ struct FaceTests {
         }
     }
 
-    @Test("face cells lean to their lighter group: hair and shadow do not win a face's cells")
+    @Test("face cells lean to their lighter group: hair and shadow do not win a face's cells, and the face keeps its area average's lightness")
     func faceCellsLight() {
         // A 4×4-cell square: in each cell three columns of dark pixels (hair) and one of skin,
         // so the plain drawn cell is hair.
@@ -192,12 +192,42 @@ struct FaceTests {
             let v: [UInt8] = x % 4 < 3 ? [40, 30, 25] : [225, 180, 150]
             rgb.replaceSubrange((y * side + x) * 3..<(y * side + x) * 3 + 3, with: v)
         } }
-        let plain = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn))
+        var unheld = DrawnGrid.Lift.drawn
+        unheld.driftLimit = nil
+        let plain = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: unheld))
         let face = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: .drawn,
                                                     faces: [DrawnGrid.FaceCells(x0: 0, y0: 0, x1: 4, y1: 4)]))
-        let mean = OKLab.image(rgb: rgb).reduce(0) { $0 + $1.l } / Double(side * side)
+        let average = DrawnGrid.areaAverage(rgb: rgb, side: side, factor: 4)
         #expect(plain.allSatisfy { $0.l < 0.3 }, "\(plain.map(\.l))")
-        #expect(face.allSatisfy { $0.l > mean + 0.1 }, "\(face.map(\.l)) against the mean \(mean)")
+        // One skin tone, as light as the face's area average (not the hair's, not paler).
+        #expect(Set(face.map { [$0.l, $0.a, $0.b] }).count == 1, "\(face)")
+        #expect(abs(face[0].l - average[0].l) < 0.01, "\(face[0].l) against the area average \(average[0].l)")
+        #expect(face.allSatisfy { $0.l > plain[0].l + 0.1 }, "\(face.map(\.l)) against the hair \(plain[0].l)")
+    }
+
+    @Test("drawn is held to its drift limit on a busy picture and left as lifted on a calm one; retro is not held")
+    func driftLimit() {
+        let side = 100
+        // Busy: every cell holds an edge (2×2-pixel checks of dark and light, tinted).
+        var busy = [UInt8](repeating: 0, count: side * side * 3), calm = busy
+        for y in 0..<side { for x in 0..<side {
+            let i = (y * side + x) * 3
+            let v: [UInt8] = (x / 2 + y / 2) % 2 == 0 ? [30, 40, 60] : [230, 200, 150]
+            busy.replaceSubrange(i..<i + 3, with: v)
+            calm.replaceSubrange(i..<i + 3, with: [UInt8(80 + x), UInt8(90 + y), 140])
+        } }
+        func drift(_ rgb: [UInt8], _ lift: DrawnGrid.Lift) -> Double {
+            let cells = OKLab.image(rgb: DrawnGrid.cells(rgb: rgb, side: side, factor: 4, lift: lift))
+            let average = DrawnGrid.areaAverage(rgb: rgb, side: side, factor: 4)
+            return zip(cells, average).reduce(0) { $0 + $1.0.distance($1.1) } / Double(cells.count)
+        }
+        var unheld = DrawnGrid.Lift.drawn
+        unheld.driftLimit = nil
+        #expect(drift(busy, unheld) > 0.06, "the busy picture must drift unheld for this test to mean anything")
+        // The limit is on the unrounded colours; rounding to 8 bits moves a cell by about 0.002.
+        #expect(drift(busy, .drawn) <= DrawnGrid.driftLimit + 0.003, "\(drift(busy, .drawn))")
+        #expect(DrawnGrid.cells(rgb: calm, side: side, factor: 4, lift: .drawn) == DrawnGrid.cells(rgb: calm, side: side, factor: 4, lift: unheld))
+        #expect(drift(busy, .retro) > DrawnGrid.driftLimit + 0.003)
     }
 
     @Test("a face's skin tone keeps the face's own hue: a pale highlight in every cell does not tint it")

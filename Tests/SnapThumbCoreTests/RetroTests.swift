@@ -1,4 +1,5 @@
 import Testing
+@_spi(Testing) import SnapThumbTesting
 @testable import SnapThumbCore
 import VipsKit
 
@@ -49,5 +50,64 @@ struct RetroTests {
         rgb.replaceSubrange(0..<3, with: [224, 172, 144])
         let image = OKLabQuantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, fixed: nil, ordered: false, reserved: [skin])
         #expect(image.palette.contains(skin))
+    }
+
+    @Test("retro keeps a small subject that stands apart (a kite in the sky), and a dither's stray still goes",
+          arguments: [[250, 220, 40], [230, 30, 40]] as [[UInt8]])
+    func retroKite(kite: [UInt8]) throws {
+        // A 25×25 sky in smooth blues with one cell of kite.
+        var rgb: [UInt8] = []
+        for y in 0..<25 { for _ in 0..<25 { rgb += [UInt8(60 + y * 2), UInt8(120 + y * 2), 230] } }
+        rgb.replaceSubrange((12 * 25 + 12) * 3..<(12 * 25 + 13) * 3, with: kite)
+        var settings = Settings.PixelSettings()
+        settings.style = .retro
+        let art = try PixelArtStep.run(rgb: rgb, grid: 25, settings: settings, mode: .bytes)
+        let pixels = try Pixels(encoded: art.grid.bytes)
+        func colour(_ x: Int, _ y: Int) -> OKLab {
+            let p = pixels.pixel(x, y)
+            return OKLab(red: UInt8(p[0]), green: UInt8(p[1]), blue: UInt8(p[2]))
+        }
+        let kiteColour = OKLab(red: kite[0], green: kite[1], blue: kite[2])
+        #expect(colour(12, 12).distance(kiteColour) < colour(11, 12).distance(kiteColour),
+                "the kite became \(pixels.pixel(12, 12)), the sky is \(pixels.pixel(11, 12))")
+        #expect(colour(12, 12).distance(colour(11, 12)) > 0.15)
+        // A lone cell one palette step from its neighbours (what the dither leaves) still goes.
+        let grey: [UInt8] = [0x80, 0x80, 0x80], stray: [UInt8] = [0x9A, 0x9A, 0x98]
+        var flat = Array((0..<(25 * 25)).flatMap { _ in grey })
+        flat.replaceSubrange((12 * 25 + 12) * 3..<(12 * 25 + 13) * 3, with: stray)
+        let lab = OKLab.image(rgb: flat)
+        #expect(!OKLabQuantizer.salientCells(lab, width: 25).contains(true))
+    }
+
+    @Test("a palette colour is as vivid as the colours it stands for: hue and lightness of the mean, their chroma")
+    func vividCentres() {
+        // Two colours of one lightness and chroma, 90° apart in hue: their mean is greyer.
+        let points = [OKLab(l: 0.6, a: 0.1, b: 0), OKLab(l: 0.6, a: 0, b: 0.1)]
+        let mean = OKLab(l: 0.6, a: 0.05, b: 0.05)
+        let vivid = OKLabQuantizer.vivid([mean], points)[0]
+        #expect(abs(vivid.chroma - 0.1) < 1e-9, "\(vivid)")
+        #expect(abs(vivid.l - 0.6) < 1e-12 && abs(vivid.a - vivid.b) < 1e-12)
+        // A centre no point is nearest keeps its colour; a grey centre stays grey.
+        let far = OKLab(l: 0.1, a: 0, b: 0)
+        #expect(OKLabQuantizer.vivid([mean, far], points)[1] == far)
+    }
+
+    @Test("retro gives a face's skin tone PICO-8's nearest skin colour, never a grey or lavender; a grey face keeps the grey ramp",
+          arguments: [[0x9A, 0x80, 0x70], [0x6E, 0x5A, 0x50], [0xE0, 0xAC, 0x90], [0x8A, 0x6A, 0x60]] as [[UInt8]])
+    func retroSkin(tone: [UInt8]) {
+        // A face of one shaded skin tone in a grey room.
+        let wall: [UInt8] = [0x70, 0x70, 0x72]
+        var rgb: [UInt8] = []
+        for y in 0..<25 {
+            for x in 0..<25 { rgb += (8..<16).contains(x) && (8..<16).contains(y) ? tone : wall }
+        }
+        let skin = Colour(red: tone[0], green: tone[1], blue: tone[2])
+        let image = OKLabQuantizer.indexed(rgb: rgb, width: 25, height: 25, colours: 16, fixed: Self.pico8, ordered: true, reserved: [skin])
+        let face = image.palette[Int(image.indices[12 * 25 + 12])]
+        let named: [Colour: String] = [Colour(red: 0xAB, green: 0x52, blue: 0x36): "brown", Colour(red: 0xFF, green: 0xA3, blue: 0x00): "orange",
+                                       Colour(red: 0xFF, green: 0xCC, blue: 0xAA): "peach"]
+        #expect(named[face] != nil, "\(tone) became \(face)")
+        // Without the face the same tone may go elsewhere; a grey tone has no skin entry.
+        #expect(OKLabQuantizer.skinEntry(OKLab(red: 0x80, green: 0x80, blue: 0x80), Self.pico8.map(OKLab.init)) == nil)
     }
 }

@@ -26,6 +26,7 @@ extension PipelineStep {
                 counts[c, default: 0] += 1
             }
             snap.skin = order.max { counts[$0]! < counts[$1]! }
+            snap.faceCells = inFace.contains(true) ? inFace : []
         } else {
             snap.grid = boxShrink(rgb: source, side: 4 * grid, factor: 4)
         }

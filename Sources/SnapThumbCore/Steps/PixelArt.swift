@@ -7,7 +7,7 @@ extension PipelineStep {
     static let pixelArt = PipelineStep(name: "pixel art") { snap in
         let pixel = snap.settings.pixel
         let art = try PixelArtStep.run(rgb: snap.grid, grid: pixel.grid, settings: pixel, mode: snap.settings.budgetMode,
-                                       reserved: snap.skin.map { [$0] } ?? [])
+                                       reserved: snap.skin.map { [$0] } ?? [], faces: snap.faceCells)
         for (name, fitted, side, budget) in [("pixel25", art.grid, pixel.grid, pixel.gridBudget),
                                              ("pixel100", art.large, pixel.grid * pixel.scale, pixel.budget)] {
             snap.encoded.append(EncodedVariant(name: name, fitted: fitted, mediaType: "image/png", side: side, budget: budget,
@@ -27,9 +27,10 @@ struct PixelArt {
 enum PixelArtStep {
     /// Quantises `rgb` (grid × grid, packed sRGB) and encodes both PNGs within
     /// their budgets: fewer colours first, then more compression effort, then `budget`.
-    /// `reserved`: colours an adaptive OKLab palette keeps (the faces' skin).
+    /// `reserved`: colours an adaptive OKLab palette keeps (the faces' skin); `faces`: which
+    /// cells are in a face (an adaptive OKLab palette counts them `faceWeight` times).
     static func run(rgb: [UInt8], grid: Int, settings: Settings.PixelSettings, mode: Settings.BudgetMode,
-                    reserved: [Colour] = []) throws -> PixelArt {
+                    reserved: [Colour] = [], faces: [Bool] = []) throws -> PixelArt {
         let gridBudget = settings.gridBudget.map { Budget(limit: $0, mode: mode) }
         let largeBudget = settings.budget.map { Budget(limit: $0, mode: mode) }
         var encodes = (grid: 0, large: 0)
@@ -37,11 +38,16 @@ enum PixelArtStep {
 
         let palette = settings.effectivePalette
         let wanted = min(settings.colours, palette.fixedColours?.count ?? 256)
+        // Speckles go after the palette (and in retro lone cells, the dither's strays), but not a
+        // small subject of another colour than all around it (a kite).
+        let lab = settings.style == .soft ? [] : OKLab.image(rgb: rgb)
+        let salient = settings.style == .soft ? [] : OKLabQuantizer.salientCells(lab, width: grid)
         for count in colourLadder(from: wanted) {
             let image = settings.style == .soft
                 ? try Quantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours, dither: settings.dither)
                 : OKLabQuantizer.indexed(rgb: rgb, width: grid, height: grid, colours: count, fixed: palette.fixedColours,
-                                         ordered: settings.effectiveDither, reserved: reserved).withoutIsolatedDark(lightToo: settings.style == .retro)
+                                         ordered: settings.effectiveDither, reserved: reserved, faces: faces, lab: lab)
+                    .withoutIsolatedDark(lightToo: settings.style == .retro, keep: salient)
             let large = image.scaled(by: settings.scale)
             for effort in count == 2 ? [PalettePNG.Effort.normal, .max] : [.normal] {
                 let gridPNG = try PalettePNG.encode(image, effort: effort)

@@ -34,6 +34,8 @@ struct Snap {
     var crop: CropInfo?
     /// grid: the faces' skin colour in the drawn grid, for a palette slot (nil: no face).
     var skin: Colour?
+    /// grid: which of its cells lie in a face (empty: none), for the palette.
+    var faceCells: [Bool] = []
     /// square: the square crop, packed RGB, `settings.square.size` on each side.
     var square: [UInt8] = []
     /// grid: the pixel-art grid, packed RGB, `settings.pixel.grid` on each side.
