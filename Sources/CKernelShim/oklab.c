@@ -360,3 +360,108 @@ snap_gamut_clip(const double *in, long count, double *out)
 #endif
 	snap_gamut_clip_body(in, count, out);
 }
+
+/* The nearest of k interleaved centres to each of count interleaved points: the first of
+ * equal squared distances (dl * dl + da * da + db * db, point minus centre, as
+ * OKLab.distanceSquared), its index in best and its distance in distance (INFINITY and 0
+ * when k is 0). Centre by centre over all points, as the k-means rounds: each point still
+ * meets the centres in order, so it is the Swift loop's choice. */
+SNAP_INLINE void
+snap_nearest_body(const double *restrict points, long count, const double *restrict centres, int k, long *restrict best,
+		  double *restrict distance)
+{
+	for (long i = 0; i < count; i++) { distance[i] = INFINITY; best[i] = 0; }
+	for (int j = 0; j < k; j++) {
+		double cl = centres[3 * j], ca = centres[3 * j + 1], cb = centres[3 * j + 2];
+		for (long i = 0; i < count; i++) {
+			double dl = points[3 * i] - cl, da = points[3 * i + 1] - ca, db = points[3 * i + 2] - cb;
+			double d = dl * dl + da * da + db * db;
+			int less = d < distance[i];
+			distance[i] = less ? d : distance[i];
+			best[i] = less ? j : best[i];
+		}
+	}
+}
+
+#if SNAP_DISPATCH
+__attribute__((target("avx2"))) static void
+snap_nearest_avx2(const double *points, long count, const double *centres, int k, long *best, double *distance)
+{
+	snap_nearest_body(points, count, centres, k, best, distance);
+}
+#endif
+
+void
+snap_nearest(const double *points, long count, const double *centres, int k, long *best, double *distance)
+{
+#if SNAP_DISPATCH
+	if (snap_cpu_has_avx2()) { snap_nearest_avx2(points, count, centres, k, best, distance); return; }
+#endif
+	snap_nearest_body(points, count, centres, k, best, distance);
+}
+
+/* The box (point indices) in the order of values[index], then of the index: the median
+ * cut's order. The order is total (finite values, distinct indices), so any correct sort
+ * gives it; this one is a merge sort of runs of 16 sorted by insertion. */
+static inline int
+snap_keyed_before(double ka, long ia, double kb, long ib)
+{
+	return ka < kb || (ka == kb && ia < ib);
+}
+
+void
+snap_sort_box(const double *values, long *box, long n, double *keys, double *keys2, long *box2)
+{
+	for (long i = 0; i < n; i++) keys[i] = values[box[i]];
+	const long run = 16;
+	for (long start = 0; start < n; start += run) {
+		long end = start + run < n ? start + run : n;
+		for (long i = start + 1; i < end; i++) {
+			double k = keys[i];
+			long v = box[i], j = i;
+			while (j > start && snap_keyed_before(k, v, keys[j - 1], box[j - 1])) {
+				keys[j] = keys[j - 1]; box[j] = box[j - 1]; j--;
+			}
+			keys[j] = k; box[j] = v;
+		}
+	}
+	double *fk = keys, *tk = keys2;
+	long *fb = box, *tb = box2;
+	for (long width = run; width < n; width *= 2) {
+		for (long lo = 0; lo < n; lo += 2 * width) {
+			long mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+			long i = lo, j = mid, o = lo;
+			while (i < mid && j < hi) {
+				if (snap_keyed_before(fk[j], fb[j], fk[i], fb[i])) { tk[o] = fk[j]; tb[o++] = fb[j++]; }
+				else { tk[o] = fk[i]; tb[o++] = fb[i++]; }
+			}
+			while (i < mid) { tk[o] = fk[i]; tb[o++] = fb[i++]; }
+			while (j < hi) { tk[o] = fk[j]; tb[o++] = fb[j++]; }
+		}
+		double *sk = fk; fk = tk; tk = sk;
+		long *sb = fb; fb = tb; tb = sb;
+	}
+	if (fb != box) memcpy(box, fb, (size_t)n * sizeof *box);
+}
+
+/* Each factor x factor block's rounded mean of packed 8-bit RGB, side x side pixels, band by
+ * band: (sum + area / 2) / area, as DrawnGrid.areaAverage (integers: exact). */
+void
+snap_area_means(const unsigned char *rgb, int side, int factor, unsigned char *out)
+{
+	int n = side / factor;
+	long area = (long)factor * factor;
+	for (int cy = 0; cy < n; cy++) {
+		for (int cx = 0; cx < n; cx++) {
+			long r = 0, g = 0, b = 0;
+			for (int y = cy * factor; y < (cy + 1) * factor; y++) {
+				const unsigned char *p = rgb + 3 * ((size_t)y * side + (size_t)cx * factor);
+				for (int x = 0; x < factor; x++) { r += p[3 * x]; g += p[3 * x + 1]; b += p[3 * x + 2]; }
+			}
+			unsigned char *o = out + 3 * ((size_t)cy * n + cx);
+			o[0] = (unsigned char)((r + area / 2) / area);
+			o[1] = (unsigned char)((g + area / 2) / area);
+			o[2] = (unsigned char)((b + area / 2) / area);
+		}
+	}
+}

@@ -120,20 +120,8 @@ public enum DrawnGrid {
     /// Each cell's area average in OKLab: the rounded mean of its `factor`×`factor` sRGB pixels
     /// (converted by the C kernel, the same colours as `OKLab(red:green:blue:)`).
     public static func areaAverage(rgb: [UInt8], side: Int, factor: Int) -> [OKLab] {
-        let n = side / factor, area = factor * factor
-        // Row by row, each byte added to its cell's band (the rows of a cell in turn).
-        var sums = [Int](repeating: 0, count: 3 * n * n)
-        for y in 0..<(n * factor) {
-            let row = 3 * (y / factor) * n
-            var p = 3 * y * side
-            for cx in 0..<n {
-                let c = row + 3 * cx
-                var r = 0, g = 0, b = 0
-                for _ in 0..<factor { r &+= Int(rgb[p]); g &+= Int(rgb[p + 1]); b &+= Int(rgb[p + 2]); p += 3 }
-                sums[c] &+= r; sums[c + 1] &+= g; sums[c + 2] &+= b
-            }
-        }
-        return OKLab.image(rgb: sums.map { UInt8(($0 + area / 2) / area) })
+        // The means in C (`OKLabKernels.areaMeans`: integer sums, exact), then their OKLab.
+        OKLab.image(rgb: OKLabKernels.areaMeans(rgb: rgb, side: side, factor: factor))
     }
 
     /// The grid kept within `limit` (a mean OKLab distance) of its area average: when its mean

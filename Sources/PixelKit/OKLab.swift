@@ -123,6 +123,14 @@ public struct OKLab: Sendable, Equatable {
         (0..<(values.count / 3)).map { OKLab(l: values[3 * $0], a: values[3 * $0 + 1], b: values[3 * $0 + 2]) }
     }
 
+    /// Interleaved l, a, b of the colours (as the kernels take them).
+    public static func flat(_ colours: [OKLab]) -> [Double] {
+        var values = [Double]()
+        values.reserveCapacity(3 * colours.count)
+        for c in colours { values.append(c.l); values.append(c.a); values.append(c.b) }
+        return values
+    }
+
     /// OKLab colours to packed 8-bit sRGB.
     public static func rgb(_ image: [OKLab]) -> [UInt8] {
         var out = [UInt8]()

@@ -112,19 +112,22 @@ public enum OKLabQuantizer {
         let w = lightnessWeight
         let greys = palette.indices.filter { palette[$0].chroma < greyChroma }
         let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
-        return lab.indices.map { i in
-            var c = lab[i]
-            if ordered && (mayDither?[i] ?? true) { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+        // Each pixel dithered, its lightness weighted, then its nearest palette colour (the
+        // first of equals) in C (`OKLabKernels.nearest`); near-greys may take the grey ramp.
+        var dithered = lab
+        if ordered {
+            for i in dithered.indices where mayDither?[i] ?? true { dithered[i].l += bayer[(i / width % 4) * 4 + i % width % 4] * ditherStrength }
+        }
+        var points = [Double]()
+        points.reserveCapacity(3 * dithered.count)
+        for c in dithered { points.append(c.l * w); points.append(c.a); points.append(c.b) }
+        let nearest = OKLabKernels.nearest(points: points, centres: OKLab.flat(palette)).index
+        return dithered.indices.map { i in
+            let c = dithered[i]
             if greyRamp && greys.count >= 2 && c.chroma < greyChroma {
                 return UInt8(greys.min { abs(palette[$0].l - c.l * w) < abs(palette[$1].l - c.l * w) }!)
             }
-            c.l *= w
-            var best = 0, bestDistance = Double.infinity
-            for (j, p) in palette.enumerated() {
-                let d = c.distanceSquared(p)
-                if d < bestDistance { bestDistance = d; best = j }
-            }
-            return UInt8(best)
+            return UInt8(nearest[i])
         }
     }
 
@@ -152,13 +155,10 @@ public enum OKLabQuantizer {
     /// the picture's chroma (issue 29's chroma measure on photos of people: 1.15× became 1.25×).
     public static func vivid(_ centres: [OKLab], _ points: [OKLab], weights: [Double]? = nil) -> [OKLab] {
         var chroma = [Double](repeating: 0, count: centres.count), counts = chroma
+        // Each point's nearest centre (the first of equals) in C (`OKLabKernels.nearest`).
+        let nearest = OKLabKernels.nearest(points: OKLab.flat(points), centres: OKLab.flat(centres)).index
         for (i, p) in points.enumerated() {
-            var best = 0, bestDistance = Double.infinity
-            for (j, c) in centres.enumerated() {
-                let d = p.distanceSquared(c)
-                if d < bestDistance { bestDistance = d; best = j }
-            }
-            let w = weights?[i] ?? 1
+            let best = nearest[i], w = weights?[i] ?? 1
             chroma[best] += w * p.chroma; counts[best] += w
         }
         var scaled = [Double](repeating: 0, count: 3 * centres.count)
@@ -196,11 +196,9 @@ public enum OKLabQuantizer {
     /// all of them: a small, bright subject k-means would merge into a bigger group.
     static func outlier(_ points: [OKLab], _ centres: [OKLab]) -> OKLab? {
         var best: OKLab?, bestDistance = 0.15 * 0.15
-        for p in points {
-            var d = Double.infinity
-            for c in centres { d = min(d, p.distanceSquared(c)) }
-            if d > bestDistance { bestDistance = d; best = p }
-        }
+        // Each point's distance from its nearest centre, in C (`OKLabKernels.nearest`).
+        let nearest = OKLabKernels.nearest(points: OKLab.flat(points), centres: OKLab.flat(centres)).distance
+        for (i, p) in points.enumerated() where nearest[i] > bestDistance { bestDistance = nearest[i]; best = p }
         return best
     }
 
@@ -231,7 +229,6 @@ public enum OKLabQuantizer {
             if highB - lowB > best.range { best = (2, highB - lowB) }
             return best
         }
-        struct Keyed { var key: Double; var index: Int }
         var boxes = [Array(points.indices)]
         var extents = [extent(boxes[0])]
         while boxes.count < k {
@@ -242,10 +239,9 @@ public enum OKLabQuantizer {
             }
             guard chosen >= 0 else { break }
             let box = boxes[chosen], axis = extents[chosen].axis
-            let values: [Double] = axis == 0 ? pl : axis == 1 ? pa : pb
-            var keyed: [Keyed] = box.map { Keyed(key: values[$0], index: $0) }
-            keyed.sort { (x: Keyed, y: Keyed) -> Bool in x.key < y.key || (x.key == y.key && x.index < y.index) }
-            let sorted: [Int] = keyed.map(\.index)
+            // By the axis's value, then by position (a total order: any sort gives it; the C
+            // kernel's merge sort took a tenth of the Swift closure sort's time).
+            let sorted = OKLabKernels.sortedBox(box, by: axis == 0 ? pl : axis == 1 ? pa : pb)
             let half = sorted.count / 2
             boxes[chosen] = Array(sorted[..<half])
             extents[chosen] = extent(boxes[chosen])

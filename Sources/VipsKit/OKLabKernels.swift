@@ -72,4 +72,55 @@ public enum OKLabKernels {
         }
         return centres
     }
+
+    /// The nearest of the interleaved `centres` to each interleaved point (the first of equal
+    /// squared distances, as a loop over the centres in order keeps it): its index and its
+    /// squared distance (index 0 and infinity when there are no centres).
+    public static func nearest(points: [Double], centres: [Double]) -> (index: [Int], distance: [Double]) {
+        let count = points.count / 3, k = centres.count / 3
+        var index = [Int](repeating: 0, count: count), distance = [Double](repeating: .infinity, count: count)
+        guard count > 0 else { return (index, distance) }
+        points.withUnsafeBufferPointer { p in
+            centres.withUnsafeBufferPointer { c in
+                index.withUnsafeMutableBufferPointer { i in
+                    distance.withUnsafeMutableBufferPointer { d in
+                        snap_nearest(p.baseAddress, count, c.baseAddress, Int32(k), i.baseAddress, d.baseAddress)
+                    }
+                }
+            }
+        }
+        return (index, distance)
+    }
+
+    /// `box` (indices into `values`) sorted by `values[index]`, then by the index: the order
+    /// of the palette's median cut. The values must be finite.
+    public static func sortedBox(_ box: [Int], by values: [Double]) -> [Int] {
+        let n = box.count
+        guard n > 1 else { return box }
+        precondition(box.allSatisfy { values.indices.contains($0) }, "the box holds indices of values")
+        var box = box
+        var keys = [Double](repeating: 0, count: 2 * n), spare = [Int](repeating: 0, count: n)
+        values.withUnsafeBufferPointer { v in
+            box.withUnsafeMutableBufferPointer { b in
+                keys.withUnsafeMutableBufferPointer { k in
+                    spare.withUnsafeMutableBufferPointer { s in
+                        snap_sort_box(v.baseAddress, b.baseAddress, n, k.baseAddress, k.baseAddress! + n, s.baseAddress)
+                    }
+                }
+            }
+        }
+        return box
+    }
+
+    /// Each `factor`×`factor` block's rounded mean of `side`×`side` packed 8-bit RGB.
+    public static func areaMeans(rgb: [UInt8], side: Int, factor: Int) -> [UInt8] {
+        precondition(factor > 0 && rgb.count >= side * side * 3, "the image holds side × side pixels")
+        let n = side / factor
+        return [UInt8](unsafeUninitializedCapacity: n * n * 3) { buffer, initialized in
+            rgb.withUnsafeBufferPointer { input in
+                if n > 0 { snap_area_means(input.baseAddress, Int32(side), Int32(factor), buffer.baseAddress) }
+            }
+            initialized = n * n * 3
+        }
+    }
 }

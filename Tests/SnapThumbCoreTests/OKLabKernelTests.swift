@@ -206,6 +206,145 @@ struct OKLabKernelTests {
         }
     }
 
+    /// Before: `OKLabQuantizer.map`, nearest colour by a Swift loop per pixel.
+    static func referenceMap(_ lab: [OKLab], width: Int, palette: [OKLab], ordered: Bool, lightnessWeight: Double = 1,
+                             mayDither: [Bool]? = nil, greyRamp: Bool = false) -> [UInt8] {
+        let w = lightnessWeight, bayer = OKLabQuantizer.bayer, greyChroma = OKLabQuantizer.greyChroma
+        let greys = palette.indices.filter { palette[$0].chroma < greyChroma }
+        let palette = palette.map { OKLab(l: $0.l * w, a: $0.a, b: $0.b) }
+        return lab.indices.map { i in
+            var c = lab[i]
+            if ordered && (mayDither?[i] ?? true) { c.l += bayer[(i / width % 4) * 4 + i % width % 4] * OKLabQuantizer.ditherStrength }
+            if greyRamp && greys.count >= 2 && c.chroma < greyChroma {
+                return UInt8(greys.min { abs(palette[$0].l - c.l * w) < abs(palette[$1].l - c.l * w) }!)
+            }
+            c.l *= w
+            var best = 0, bestDistance = Double.infinity
+            for (j, p) in palette.enumerated() {
+                let d = c.distanceSquared(p)
+                if d < bestDistance { bestDistance = d; best = j }
+            }
+            return UInt8(best)
+        }
+    }
+
+    /// Before: `OKLabQuantizer.vivid`, nearest centre by a Swift loop per point.
+    static func referenceVivid(_ centres: [OKLab], _ points: [OKLab], weights: [Double]? = nil) -> [OKLab] {
+        var chroma = [Double](repeating: 0, count: centres.count), counts = chroma
+        for (i, p) in points.enumerated() {
+            var best = 0, bestDistance = Double.infinity
+            for (j, c) in centres.enumerated() {
+                let d = p.distanceSquared(c)
+                if d < bestDistance { bestDistance = d; best = j }
+            }
+            let w = weights?[i] ?? 1
+            chroma[best] += w * p.chroma; counts[best] += w
+        }
+        return centres.indices.map { j in
+            let c = centres[j], own = c.chroma, scale = counts[j] > 0 && own > 1e-9 ? chroma[j] / counts[j] / own : 1
+            return OKLab(l: c.l, a: c.a * scale, b: c.b * scale).clippedToGamut
+        }
+    }
+
+    /// Before: `DrawnGrid.areaAverage`'s sums in Swift.
+    static func referenceAreaMeans(rgb: [UInt8], side: Int, factor: Int) -> [UInt8] {
+        let n = side / factor, area = factor * factor
+        var sums = [Int](repeating: 0, count: 3 * n * n)
+        for y in 0..<(n * factor) {
+            for x in 0..<(n * factor) {
+                for band in 0..<3 { sums[3 * ((y / factor) * n + x / factor) + band] += Int(rgb[3 * (y * side + x) + band]) }
+            }
+        }
+        return sums.map { UInt8(($0 + area / 2) / area) }
+    }
+
+    /// Point sets with exact ties (duplicates, and colours equally far from two centres).
+    static func pointSets(_ random: inout Random) -> [[OKLab]] {
+        var sets: [[OKLab]] = [[], [OKLab(l: 0.5, a: 0, b: 0)]]
+        sets.append((0..<625).map { _ in OKLab(l: random.unit(), a: random.unit() * 0.6 - 0.3, b: random.unit() * 0.6 - 0.3) })
+        sets.append((0..<627).map { i in OKLab(l: Double(i % 5) * 0.25, a: Double(i % 3) * 0.05 - 0.05, b: 0) })
+        for rgb in Self.squares(side: 25) { sets.append(OKLab.image(rgb: rgb)) }
+        return sets
+    }
+
+    @Test("nearest centre: the first of equals, as a Swift loop over the centres, with its distance")
+    func nearest() {
+        var random = Random(state: 41)
+        let sets = Self.pointSets(&random)
+        for (n, points) in sets.enumerated() {
+            for k in [0, 1, 2, 5, 16] {
+                // Centres from the points themselves (exact hits) and midway (exact ties), and a duplicate.
+                var centres = (0..<k).map { j in points.isEmpty ? OKLab(l: Double(j) / 16, a: 0, b: 0) : points[(j * 37) % points.count] }
+                if k >= 2 { centres[1] = centres[0] }
+                let found = OKLabKernels.nearest(points: OKLab.flat(points), centres: OKLab.flat(centres))
+                for (i, p) in points.enumerated() {
+                    var best = 0, bestDistance = Double.infinity
+                    for (j, c) in centres.enumerated() {
+                        let d = p.distanceSquared(c)
+                        if d < bestDistance { bestDistance = d; best = j }
+                    }
+                    #expect(found.index[i] == best && found.distance[i].bitPattern == bestDistance.bitPattern, "set \(n), k \(k), point \(i)")
+                }
+            }
+        }
+    }
+
+    @Test("median-cut order: the C sort gives the Swift sort's order, with ties, signed zeros and odd lengths")
+    func sortedBox() {
+        var random = Random(state: 7)
+        for n in [0, 1, 2, 15, 16, 17, 33, 100, 625, 1875] {
+            let values = (0..<n).map { i -> Double in
+                switch random.next() % 4 {
+                case 0: return i % 2 == 0 ? 0.0 : -0.0
+                case 1: return Double(random.next() % 4) * 0.125
+                default: return random.unit() - 0.5
+                }
+            }
+            // A box in no particular order, as a split leaves it.
+            let box = (0..<n).filter { $0 % 3 != 1 } + (0..<n).filter { $0 % 3 == 1 }.reversed()
+            let expected = box.sorted { values[$0] < values[$1] || (values[$0] == values[$1] && $0 < $1) }
+            #expect(OKLabKernels.sortedBox(box, by: values) == expected, "\(n) values")
+        }
+    }
+
+    @Test("area means: the rounded block means of the Swift sums", arguments: [(100, 4), (20, 4), (18, 4), (9, 3), (7, 1)])
+    func areaMeans(side: Int, factor: Int) {
+        var random = Random(state: UInt64(side * factor))
+        let rgb = (0..<(side * side * 3)).map { _ in random.byte() }
+        #expect(OKLabKernels.areaMeans(rgb: rgb, side: side, factor: factor) == Self.referenceAreaMeans(rgb: rgb, side: side, factor: factor))
+        for square in Self.squares(side: side) {
+            #expect(DrawnGrid.areaAverage(rgb: square, side: side, factor: factor)
+                    == OKLab.image(rgb: Self.referenceAreaMeans(rgb: square, side: side, factor: factor)))
+        }
+    }
+
+    @Test("palette mapping and vivid centres: the Swift loops' choices, dithered or not, weighted, with a grey ramp")
+    func mapping() {
+        var random = Random(state: 38)
+        let fixed = ["#000000", "#1D2B53", "#7E2553", "#008751", "#AB5236", "#5F574F", "#C2C3C7", "#FFF1E8",
+                     "#FF004D", "#FFA300", "#FFEC27", "#00E436", "#29ADFF", "#83769C", "#FF77A8", "#FFCCAA"]
+            .compactMap(Colour.init(hex:)).map(OKLab.init)
+        for (n, points) in Self.pointSets(&random).enumerated() where !points.isEmpty {
+            let width = points.count % 25 == 0 ? 25 : points.count
+            let adaptive = OKLabQuantizer.kMeans(points, k: 12)
+            let mayDither = OKLabQuantizer.gradientCells(points, width: width)
+            for palette in [adaptive, fixed, [fixed[0]]] {
+                for (ordered, weight, grey) in [(false, 1.0, false), (true, 1.0, false), (true, 0.7, true), (false, 0.7, true)] {
+                    for may in [nil, mayDither] {
+                        #expect(OKLabQuantizer.map(points, width: width, palette: palette, ordered: ordered, lightnessWeight: weight,
+                                                   mayDither: may, greyRamp: grey)
+                                == Self.referenceMap(points, width: width, palette: palette, ordered: ordered, lightnessWeight: weight,
+                                                     mayDither: may, greyRamp: grey), "set \(n)")
+                    }
+                }
+            }
+            let weights = points.indices.map { $0 % 7 == 0 ? 3.0 : 1.0 }
+            #expect(Self.bits(OKLabQuantizer.vivid(adaptive, points)) == Self.bits(Self.referenceVivid(adaptive, points)), "set \(n)")
+            #expect(Self.bits(OKLabQuantizer.vivid(adaptive, points, weights: weights))
+                    == Self.bits(Self.referenceVivid(adaptive, points, weights: weights)), "set \(n)")
+        }
+    }
+
     @Test("PNG row packing: the same bytes as packing index by index", arguments: [1, 2, 4, 8])
     func packing(depth: Int) {
         var random = Random(state: UInt64(depth))

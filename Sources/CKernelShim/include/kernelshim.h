@@ -57,6 +57,15 @@ void snap_gamut_clip(const double *in, long count, double *out);
  * work: count + 3 k doubles). */
 void snap_kmeans_refine(const double *pl, const double *pa, const double *pb, long count, double *centres, int k, int iterations,
 			long *scratch, double *work);
+/* The nearest of k interleaved centres to each of count interleaved points (the first of
+ * equals; OKLab.distanceSquared): its index in best, its squared distance in distance; */
+void snap_nearest(const double *points, long count, const double *centres, int k, long *best, double *distance);
+/* the n point indices of box sorted by values[index], then index (the median cut's order;
+ * keys, keys2: n doubles, box2: n longs of scratch); */
+void snap_sort_box(const double *values, long *box, long n, double *keys, double *keys2, long *box2);
+/* each factor x factor block's rounded mean of side x side packed 8-bit RGB ((side / factor)^2
+ * pixels out). */
+void snap_area_means(const unsigned char *rgb, int side, int factor, unsigned char *out);
 
 
 #endif
