@@ -402,7 +402,8 @@ snap_nearest(const double *points, long count, const double *centres, int k, lon
 
 /* The box (point indices) in the order of values[index], then of the index: the median
  * cut's order. The order is total (finite values, distinct indices), so any correct sort
- * gives it; this one is a merge sort of runs of 16 sorted by insertion. */
+ * gives it; this one is a merge sort of runs of 16 sorted by insertion, skipped when the box
+ * is in order already. */
 static inline int
 snap_keyed_before(double ka, long ia, double kb, long ib)
 {
@@ -413,6 +414,11 @@ void
 snap_sort_box(const double *values, long *box, long n, double *keys, double *keys2, long *box2)
 {
 	for (long i = 0; i < n; i++) keys[i] = values[box[i]];
+	/* A half of a box split on the same axis before is in order already (the median cut
+	 * often splits on lightness several times running): one pass says so. */
+	long sorted = 1;
+	for (long i = 1; i < n; i++) sorted &= !snap_keyed_before(keys[i], box[i], keys[i - 1], box[i - 1]);
+	if (sorted) return;
 	const long run = 16;
 	for (long start = 0; start < n; start += run) {
 		long end = start + run < n ? start + run : n;
@@ -442,6 +448,34 @@ snap_sort_box(const double *values, long *box, long n, double *keys, double *key
 		long *sb = fb; fb = tb; tb = sb;
 	}
 	if (fb != box) memcpy(box, fb, (size_t)n * sizeof *box);
+}
+
+/* The box rearranged so that its first kth indices are the kth first in the median cut's
+ * order (values[index], then index), in no particular order, and the rest after them
+ * (quickselect; keys: n doubles of scratch). The order is total, so the two sets are the
+ * sorted box's halves whatever the pivots. */
+void
+snap_select_box(const double *values, long *box, long n, long kth, double *keys)
+{
+	for (long i = 0; i < n; i++) keys[i] = values[box[i]];
+	long lo = 0, hi = n - 1;
+	while (lo < hi) {
+		long mid = lo + (hi - lo) / 2;
+		double pk = keys[mid];
+		long pb = box[mid];
+		keys[mid] = keys[hi]; box[mid] = box[hi]; keys[hi] = pk; box[hi] = pb;
+		long store = lo;
+		for (long i = lo; i < hi; i++) {
+			if (snap_keyed_before(keys[i], box[i], pk, pb)) {
+				double tk = keys[i]; long tb = box[i];
+				keys[i] = keys[store]; box[i] = box[store]; keys[store] = tk; box[store] = tb;
+				store++;
+			}
+		}
+		keys[hi] = keys[store]; box[hi] = box[store]; keys[store] = pk; box[store] = pb;
+		if (store == kth) return;
+		if (kth < store) hi = store - 1; else lo = store + 1;
+	}
 }
 
 /* Each factor x factor block's rounded mean of packed 8-bit RGB, side x side pixels, band by

@@ -229,8 +229,13 @@ public enum OKLabQuantizer {
             if highB - lowB > best.range { best = (2, highB - lowB) }
             return best
         }
-        var boxes = [Array(points.indices)]
+        // Each box's points ordered as the plain version left them (by the axis of the box's
+        // last split, then by position; the first box by position): only the centres' sums
+        // see that order, so a split only selects its halves (`medianSplit`, a linear pass
+        // where a sort was n log n) and each final box is sorted once, for its sum.
+        var boxes = [Array(points.indices)], orders = [-1]
         var extents = [extent(boxes[0])]
+        func axisValues(_ axis: Int) -> [Double] { axis == 0 ? pl : axis == 1 ? pa : pb }
         while boxes.count < k {
             var chosen = -1, score = 0.0
             for i in boxes.indices where boxes[i].count > 1 {
@@ -238,19 +243,20 @@ public enum OKLabQuantizer {
                 if s > score { score = s; chosen = i }
             }
             guard chosen >= 0 else { break }
-            let box = boxes[chosen], axis = extents[chosen].axis
-            // By the axis's value, then by position (a total order: any sort gives it; the C
-            // kernel's merge sort took a tenth of the Swift closure sort's time).
-            let sorted = OKLabKernels.sortedBox(box, by: axis == 0 ? pl : axis == 1 ? pa : pb)
-            let half = sorted.count / 2
-            boxes[chosen] = Array(sorted[..<half])
-            extents[chosen] = extent(boxes[chosen])
-            boxes.append(Array(sorted[half...]))
-            extents.append(extent(boxes[boxes.count - 1]))
+            let axis = extents[chosen].axis
+            // The halves at the median of the axis's values, ties by position (a total order).
+            let (lower, upper) = OKLabKernels.medianSplit(boxes[chosen], by: axisValues(axis))
+            boxes[chosen] = lower
+            orders[chosen] = axis
+            extents[chosen] = extent(lower)
+            boxes.append(upper)
+            orders.append(axis)
+            extents.append(extent(upper))
         }
         var centres = [Double]()
         centres.reserveCapacity(3 * boxes.count)
-        for box in boxes {
+        for (j, unordered) in boxes.enumerated() {
+            let box = orders[j] < 0 ? unordered : OKLabKernels.sortedBox(unordered, by: axisValues(orders[j]))
             var sl = 0.0, sa = 0.0, sb = 0.0
             for i in box { sl += pl[i]; sa += pa[i]; sb += pb[i] }
             let n = Double(box.count)

@@ -112,6 +112,22 @@ public enum OKLabKernels {
         return box
     }
 
+    /// `box` (indices into `values`) split in two at its median in the order of `sortedBox`:
+    /// the first `box.count / 2` indices of that order and the rest, each in no particular order.
+    public static func medianSplit(_ box: [Int], by values: [Double]) -> (lower: [Int], upper: [Int]) {
+        let n = box.count, half = n / 2
+        guard n > 1 else { return ([], box) }
+        precondition(box.allSatisfy { values.indices.contains($0) }, "the box holds indices of values")
+        var box = box
+        var keys = [Double](repeating: 0, count: n)
+        values.withUnsafeBufferPointer { v in
+            box.withUnsafeMutableBufferPointer { b in
+                keys.withUnsafeMutableBufferPointer { k in snap_select_box(v.baseAddress, b.baseAddress, n, half, k.baseAddress) }
+            }
+        }
+        return (Array(box[..<half]), Array(box[half...]))
+    }
+
     /// Each `factor`×`factor` block's rounded mean of `side`×`side` packed 8-bit RGB.
     public static func areaMeans(rgb: [UInt8], side: Int, factor: Int) -> [UInt8] {
         precondition(factor > 0 && rgb.count >= side * side * 3, "the image holds side × side pixels")

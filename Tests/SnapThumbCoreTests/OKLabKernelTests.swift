@@ -289,7 +289,7 @@ struct OKLabKernelTests {
         }
     }
 
-    @Test("median-cut order: the C sort gives the Swift sort's order, with ties, signed zeros and odd lengths")
+    @Test("median-cut order: the C sort gives the Swift sort's order and the split its halves, with ties, signed zeros and odd lengths")
     func sortedBox() {
         var random = Random(state: 7)
         for n in [0, 1, 2, 15, 16, 17, 33, 100, 625, 1875] {
@@ -304,6 +304,16 @@ struct OKLabKernelTests {
             let box = (0..<n).filter { $0 % 3 != 1 } + (0..<n).filter { $0 % 3 == 1 }.reversed()
             let expected = box.sorted { values[$0] < values[$1] || (values[$0] == values[$1] && $0 < $1) }
             #expect(OKLabKernels.sortedBox(box, by: values) == expected, "\(n) values")
+            // In order already (kept as it is), and in order but for the last two or a tie's indices.
+            #expect(OKLabKernels.sortedBox(expected, by: values) == expected, "\(n) values, sorted")
+            let split = OKLabKernels.medianSplit(box, by: values)
+            #expect(split.lower.sorted() == expected[..<(n / 2)].sorted() && split.upper.sorted() == expected[(n / 2)...].sorted(),
+                    "\(n) values, split")
+            if n >= 2 {
+                #expect(OKLabKernels.sortedBox(expected[..<(n - 2)] + [expected[n - 1], expected[n - 2]], by: values) == expected)
+                let ties = [Double](repeating: 0.25, count: n)
+                #expect(OKLabKernels.sortedBox(Array(0..<n).reversed(), by: ties) == Array(0..<n), "\(n) equal values")
+            }
         }
     }
 

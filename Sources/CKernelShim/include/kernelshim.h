@@ -63,6 +63,9 @@ void snap_nearest(const double *points, long count, const double *centres, int k
 /* the n point indices of box sorted by values[index], then index (the median cut's order;
  * keys, keys2: n doubles, box2: n longs of scratch); */
 void snap_sort_box(const double *values, long *box, long n, double *keys, double *keys2, long *box2);
+/* the box's indices rearranged so that its first kth are the first kth of that order, in no
+ * particular order (keys: n doubles of scratch); */
+void snap_select_box(const double *values, long *box, long n, long kth, double *keys);
 /* each factor x factor block's rounded mean of side x side packed 8-bit RGB ((side / factor)^2
  * pixels out). */
 void snap_area_means(const unsigned char *rgb, int side, int factor, unsigned char *out);
