@@ -355,6 +355,28 @@ struct OKLabKernelTests {
         }
     }
 
+    @Test("sRGB encoding by the table of steps: the pow curve's byte at every step, 4,096 doubles either side, and a sweep")
+    func encodeSteps() {
+        let steps = OKLab.encodeSteps
+        #expect(steps.count == 255)
+        for (j, step) in steps.enumerated() {
+            let k = j + 1
+            #expect(OKLab.encodeByCurve(step) == UInt8(k) && OKLab.encodeByCurve(step.nextDown) == UInt8(k - 1), "step \(k)")
+            var below = step, above = step
+            for _ in 0..<4096 {
+                below = below.nextDown; above = above.nextUp
+                if OKLab.encode(below) != OKLab.encodeByCurve(below) || OKLab.encode(above) != OKLab.encodeByCurve(above) {
+                    Issue.record("near step \(k): \(below) or \(above)"); break
+                }
+            }
+        }
+        var random = Random(state: 2)
+        var values: [Double] = [0, -0.0, 1, 1.0.nextUp, -1, 2, .nan, .infinity, -.infinity, 0.0031308, 0.0031308.nextUp, .leastNonzeroMagnitude]
+        for i in 0...100_000 { values.append(Double(i) / 100_000) }
+        for _ in 0..<100_000 { values.append(random.unit()); values.append(random.unit() * random.unit() * 0.01) }
+        for v in values { #expect(OKLab.encode(v) == OKLab.encodeByCurve(v), "\(v)") }
+    }
+
     @Test("PNG row packing: the same bytes as packing index by index", arguments: [1, 2, 4, 8])
     func packing(depth: Int) {
         var random = Random(state: UInt64(depth))
