@@ -196,7 +196,8 @@ let package = Package(
         // bucket tests share (moto, Ceph RGW, the fault proxy); no production target depends on it.
         .target(
             name: "SnapThumbTesting",
-            dependencies: ["SnapThumbRunner", "SnapThumbVerify", "SnapThumbS3", "SnapThumbConfig", "HTTPKit", "SnapThumbStore", "SnapThumbCore", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbRunner", "SnapThumbVerify", "SnapThumbS3", "SnapThumbConfig", "HTTPKit", "SnapThumbStore", "SnapThumbCore", "VipsKit", "SystemKit",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "snapthumb",
@@ -260,7 +261,7 @@ let package = Package(
         // classification and what the consumer does to each message, with a recording fake queue.
         .testTarget(
             name: "SnapThumbQueueTests",
-            dependencies: ["SnapThumbQueue", "SnapThumbRunner", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore",
+            dependencies: ["SnapThumbQueue", "SnapThumbRunner", "SnapThumbGoogle", "SnapThumbStore", "SnapThumbConfig", "SnapThumbCore", "SnapThumbTesting",
                            "SystemKit", "VipsKit", .product(name: "Logging", package: "swift-log"),
                            .product(name: "Prometheus", package: "swift-prometheus")]
         ),

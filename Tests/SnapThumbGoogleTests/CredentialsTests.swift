@@ -237,8 +237,8 @@ final class TestClock: @unchecked Sendable {
     @Test func nothingSecretIsLoggedEvenAtTraceLevel() async throws {
         let keys = try TestKeys.shared.get()
         let fake = try FakeAuth(keys: keys, failFirst: 1, maxSkew: 4000)
-        let lines = LogLines()
-        var logger = Logger(label: "test") { _ in CapturingHandler(lines: lines) }
+        let log = CapturedLog()
+        var logger = log.logger
         logger.logLevel = .trace
         let clock = TestClock()
         let provider = AccessTokenProvider(source: ServiceAccountTokenSource(key: try ServiceAccountKey(contentsOf: keyFile(keys, tokenURI: fake.tokenURI))),
@@ -247,7 +247,7 @@ final class TestClock: @unchecked Sendable {
         fake.helper.stop()
         clock.advance(3600 - 200)
         _ = try await provider.token() // the refresh fails: the fallback is logged
-        let text = lines.all.joined(separator: "\n")
+        let text = log.text
         #expect(text.contains("access token obtained"))
         #expect(text.contains("cannot refresh the access token"))
         #expect(!text.contains(token.value))
@@ -295,28 +295,5 @@ final class TestClock: @unchecked Sendable {
         let error = #expect(throws: GoogleError.self) { try provider.blockingToken() }
         #expect(error?.kind == .credentials)
         #expect(error?.message.contains("connection refused") == true)
-    }
-}
-
-/// Log lines, message and metadata, as a log handler receives them.
-final class LogLines: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    func append(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
-    var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
-}
-
-struct CapturingHandler: LogHandler {
-    let lines: LogLines
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        lines.append("\(level) \(message) \(self.metadata.merging(metadata ?? [:]) { $1 })")
     }
 }

@@ -3,38 +3,13 @@ import Logging
 import Prometheus
 import Synchronization
 import Testing
+import SnapThumbTesting
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
 import SnapThumbGoogle
 // @testable: `QueueSource` and `ConsumeMetrics` are internal, see QueueSourceTests.swift.
 @testable import SnapThumbQueue
-
-/// Log lines kept in memory, for what a test must see logged (and how long each line is).
-final class CapturedLog: Sendable {
-    let lines = Mutex<[String]>([])
-
-    var logger: Logger {
-        Logger(label: "test") { _ in Handler(log: self) }
-    }
-
-    var all: [String] { lines.withLock { $0 } }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            let all = self.metadata.merging(metadata ?? [:]) { $1 }
-            let text = "\(level) \(message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            log.lines.withLock { $0.append(text) }
-        }
-    }
-}
 
 /// A recording queue whose lease changes can fail.
 final class FlakyLeaseQueue: MessageQueue, @unchecked Sendable {
@@ -137,7 +112,7 @@ struct QueueHostileTests {
         #expect(letters.allSatisfy { $0.code == "unsupported" && $0.message.contains("records") })
         #expect(letters.allSatisfy { ($0.body?.utf8.count ?? 0) <= DeadLetter.maxBodyBytes })
         #expect(Set(queue.calls.compactMap { if case .ack(let id) = $0 { return id }; return nil }) == ["many", "empty", "dup"])
-        #expect(log.all.allSatisfy { $0.utf8.count < 8 * 1024 }, "\(log.all.map(\.utf8.count).max() ?? 0) bytes")
+        #expect(log.lines.allSatisfy { $0.utf8.count < 8 * 1024 }, "\(log.lines.map(\.utf8.count).max() ?? 0) bytes")
         let text = Self.metrics(registry)
         #expect(text.contains("snapthumb_consume_uploads_refused_total{code=\"unsupported\"} 2"), "\(text)")
         // Up to the limit, records of other objects all make jobs.
@@ -239,7 +214,7 @@ struct QueueHostileTests {
         let jobs = QueueSourceTests.take(source)
         source.conclude(QueueSourceTests.result(jobs[0], .failed(SnapError(.io, "unreachable"))))
         source.finish()
-        #expect(log.all.contains { $0.contains("cannot set a message's retry delay") && $0.contains("the queue is unreachable") }, "\(log.all)")
+        #expect(log.lines.contains { $0.contains("cannot set a message's retry delay") && $0.contains("the queue is unreachable") }, "\(log.lines)")
     }
 
     @Test("SQS letters: control characters in attributes escaped, the whole message within 256 KiB counted in bytes")

@@ -3,6 +3,7 @@ import Logging
 import Prometheus
 import Synchronization
 import Testing
+import SnapThumbTesting
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
@@ -60,8 +61,8 @@ struct ReceiveLoopTests {
         guard case .job(let a) = first, case .job(let b) = second else { Issue.record("no jobs: \(first) \(second)"); return }
         #expect([a.relativePath, b.relativePath] == ["a.jpg", "b.jpg"])
         // The failed receive comes next: it is logged, with the pause it takes.
-        while !log.all.contains(where: { $0.contains("cannot receive from the queue; retrying") }) { Thread.sleep(forTimeInterval: 0.01) }
-        let line = try #require(log.all.first { $0.contains("cannot receive from the queue; retrying") })
+        while !log.lines.contains(where: { $0.contains("cannot receive from the queue; retrying") }) { Thread.sleep(forTimeInterval: 0.01) }
+        let line = try #require(log.lines.first { $0.contains("cannot receive from the queue; retrying") })
         #expect(line.contains("snap.error=the queue is unreachable") && line.contains("snap.pause_s="))
 
         source.conclude(JobResult(entry: a, outcome: .processed([:]), milliseconds: 1, id: JobID(1)))

@@ -4,6 +4,7 @@ import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Synchronization
 import Testing
+import SnapThumbTesting
 import SnapThumbCore
 import SnapThumbStore
 @_spi(Testing) import SnapThumbRunner
@@ -99,17 +100,17 @@ struct DaemonTests {
             return .stuck(report: n == 1 ? ("stuck for the test", ["snap.n": "\(n)"]) : nil)
         }
         let plan = configured
-        let log = Lines()
+        let log = CapturedLog()
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await Daemon.run(plan, notifier: notifier, logger: Logger(label: "test") { _ in log }) }
+                group.addTask { try await Daemon.run(plan, notifier: notifier, logger: log.logger) }
                 // Stuck from the first check on: the loop last "turned" at READY=1; wait until that is past the interval.
                 while health.liveness().ok || checks.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
         }
-        #expect(log.lines.withLock { $0 }.filter { $0.hasPrefix("error") } == ["error stuck for the test snap.n=1"])
+        #expect(log.lines.filter { $0.hasPrefix("error") } == ["error stuck for the test snap.n=1"])
     }
 }
 
@@ -145,26 +146,5 @@ struct JobVerdictTests {
             #expect(spell(verdict) == expected)
             #expect((verdict.error == nil) == ["published", "repeat", "abandoned"].contains { expected.hasPrefix($0) })
         }
-    }
-}
-
-/// Log lines as `level message key=value…`.
-final class Lines: LogHandler, Sendable {
-    let lines = Mutex<[String]>([])
-    var metadata: Logger.Metadata {
-        get { [:] }
-        set {}
-    }
-    var logLevel: Logger.Level {
-        get { .trace }
-        set {}
-    }
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { nil }
-        set {}
-    }
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        let fields = (metadata ?? [:]).sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined()
-        lines.withLock { $0.append("\(level) \(message)\(fields)") }
     }
 }

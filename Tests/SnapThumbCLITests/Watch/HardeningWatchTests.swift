@@ -181,10 +181,10 @@ import ServiceLifecycleTestKit
     @Test func filesThatArriveAfterAnEventOverflowAreRescanned() async throws {
         let h = try WatchHarness()
         for i in 0..<5 { try h.drop("early-\(i).jpg", try TestImages.jpeg(i)) }
-        let log = LogCapture()
+        let log = CapturedLog()
         var dropped = false
         // Every inotify batch is replaced by an overflow: only rescans can find files.
-        try await watchInProcess(h, faults: OverflowInotify(), logger: Logger(label: "watch-test") { _ in log }, rescanInterval: 3600) {
+        try await watchInProcess(h, faults: OverflowInotify(), logger: log.logger, rescanInterval: 3600) {
             if !dropped, h.uploads(in: "done").count == 5 {
                 dropped = true
                 for i in 0..<5 { try? h.drop("late-\(i).jpg", try TestImages.jpeg(10 + i)) }
@@ -234,25 +234,4 @@ import ServiceLifecycleTestKit
         #expect(h.uploads(in: "failed").isEmpty)
         #expect(last.process.isRunning)
     }
-}
-
-/// Keeps what a logger writes, for tests that run the service in this process.
-final class LogCapture: LogHandler, @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        lock.lock()
-        lines.append("\(level) \(message) \(metadata ?? [:])")
-        lock.unlock()
-    }
-
-    var text: String { lock.lock(); defer { lock.unlock() }; return lines.joined(separator: "\n") }
 }
