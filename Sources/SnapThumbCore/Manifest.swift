@@ -128,7 +128,10 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// 11: drawn pixel art: a busy photo's lightness is drawn back toward its area average
     /// (drift at most 0.055), an adaptive palette's colours are as vivid as their cells and
     /// count face cells twice; drawn and retro faces keep their area average's lightness.
-    public static let pipelineVersion = 11
+    /// 12: the face detector looks for skin on the decoded image itself and gives the network
+    /// its whole area average (no bilinear step); landscape canvases 192 px wide are no longer
+    /// widened. The same faces within a pixel or so, so squares may move by that much.
+    public static let pipelineVersion = 12
 
     public var digest: String
     public var version: Int

@@ -57,6 +57,30 @@ struct FaceTests {
         #expect(FaceSquare.inside(Self.group[1], left: 0, top: 0, side: 720) < 0.9)
     }
 
+    @Test("the reduction keeps the photo: the same photo with every pixel doubled finds the same faces, twice as large")
+    func doubledPhoto() throws {
+        for sample in ["people/side-person.jpg", "people/group-wide.jpg"] {
+            let image = try Self.rgb(sample)
+            var doubled = [UInt8](repeating: 0, count: image.pixels.count * 4)
+            for y in 0..<(image.height * 2) {
+                for x in 0..<(image.width * 2) {
+                    let from = ((y / 2) * image.width + x / 2) * 3, to = (y * image.width * 2 + x) * 3
+                    doubled[to] = image.pixels[from]; doubled[to + 1] = image.pixels[from + 1]; doubled[to + 2] = image.pixels[from + 2]
+                }
+            }
+            let faces = try FaceDetector.detect(rgb: image.pixels, width: image.width, height: image.height)
+            let large = try FaceDetector.detect(rgb: doubled, width: image.width * 2, height: image.height * 2)
+            #expect(!faces.isEmpty && large.count == faces.count, "\(sample): \(faces) and \(large)")
+            // Each reduction gives the network the same pixels but for the last bit of a float, and each
+            // box is rounded to whole pixels: a pixel apart at most, at the large size.
+            for (a, b) in zip(faces, large) {
+                let scaled = a.scaled(2)
+                #expect(abs(scaled.x - b.x) <= 2.5 && abs(scaled.y - b.y) <= 2.5 && abs(scaled.width - b.width) <= 2.5
+                        && abs(scaled.height - b.height) <= 2.5 && abs(a.score - b.score) <= 0.002, "\(sample): \(a) ×2 against \(b)")
+            }
+        }
+    }
+
     @Test("the same boxes whatever shapes the thread met before (one network per input shape)")
     func shapesInTurn() throws {
         let tall = try Self.rgb("people/tall-portrait.jpg"), wide = try Self.rgb("people/side-person.jpg")
