@@ -194,9 +194,10 @@ bool may_hold_faces(Scratch &s, const unsigned char *pixels, int width, int heig
 	int shortSide = std::min(width, height);
 	if (shortSide < 64) return true;
 	int k = shortSide / 64, cw = width / k, ch = height / k;
-	// A cell's mean: its sum times 2^16 / k², rounded (exact when k is a power of two).
-	uint64_t scale = (65536 + (uint64_t) k * k / 2) / ((uint64_t) k * k);
-	auto mean = [scale](uint32_t sum) { return (int) (((uint64_t) sum * scale + 32768) >> 16); };
+	// A cell's mean: its sum times 2^32 / k² (rounded), rounded (a division per channel and cell
+	// would cost as much as the rest of the gate). Sums stay under 2^32 for k < 4,000.
+	uint64_t area = (uint64_t) k * k, scale = ((1ull << 32) + area / 2) / area;
+	auto mean = [scale](uint32_t sum) { return (int) std::min<uint64_t>(((uint64_t) sum * scale + (1ull << 31)) >> 32, 255); };
 	s.cells.resize((size_t) cw * ch);
 	s.sums.resize((size_t) cw * k * 3);
 	int chromatic = 0;
