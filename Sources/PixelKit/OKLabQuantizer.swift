@@ -135,8 +135,11 @@ public enum OKLabQuantizer {
     public static let greyChroma = 0.03
 
     /// Cells on a smooth gradient, where a few palette colours would band: the lightness steps
-    /// to the 4 neighbours are all small and not all flat. Flat areas (a clear sky) and
-    /// edges are not dithered (issue 38: checkerboards on flat skies).
+    /// to the 4 neighbours are all small and not all flat, and the lightness runs on straight
+    /// through the cell (along each axis the step in equals the step out, within half the
+    /// steepest step). Flat areas (a clear sky), edges and textures (grass, a knitted jumper,
+    /// whose small steps go up and down from cell to cell) are not dithered (issue 38:
+    /// checkerboards on flat skies, noise on low-contrast textures).
     public static func gradientCells(_ lab: [OKLab], width: Int) -> [Bool] {
         let height = lab.count / max(1, width)
         return lab.indices.map { i in
@@ -145,7 +148,12 @@ public enum OKLabQuantizer {
             for (dx, dy) in [(1, 0), (-1, 0), (0, 1), (0, -1)] where (0..<width).contains(x + dx) && (0..<height).contains(y + dy) {
                 steepest = max(steepest, abs(lab[(y + dy) * width + x + dx].l - lab[i].l))
             }
-            return steepest > 0.012 && steepest < 0.06
+            guard steepest > 0.012 && steepest < 0.06 else { return false }
+            // The bend along each axis with a neighbour on both sides.
+            var bend = 0.0
+            if x > 0 && x + 1 < width { bend = max(bend, abs(lab[i - 1].l + lab[i + 1].l - 2 * lab[i].l)) }
+            if y > 0 && y + 1 < height { bend = max(bend, abs(lab[i - width].l + lab[i + width].l - 2 * lab[i].l)) }
+            return bend <= steepest / 2
         }
     }
 

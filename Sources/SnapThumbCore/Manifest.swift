@@ -131,7 +131,9 @@ public struct Recipe: Sendable, Equatable, Codable {
     /// 12: the face detector looks for skin on the decoded image itself and gives the network
     /// its whole area average (no bilinear step); landscape canvases 192 px wide are no longer
     /// widened. The same faces within a pixel or so, so squares may move by that much.
-    public static let pipelineVersion = 12
+    /// 13: the ordered dither (retro) only where the lightness runs on straight through a
+    /// cell, not on low-contrast textures.
+    public static let pipelineVersion = 13
 
     public var digest: String
     public var version: Int

@@ -75,7 +75,7 @@ struct QualityTests {
         #expect(tables[1].symbols < 162 && tables[0].symbols < 12)
     }
 
-    @Test("chroma is a config field and part of the recipe digest; the pipeline version is 12")
+    @Test("chroma is a config field and part of the recipe digest; the pipeline version is 13")
     func chromaSetting() throws {
         let settings = try JSONDecoder().decode(Settings.self, from: Data(#"{"square": {"chroma": "420"}}"#.utf8))
         #expect(settings.square.chroma == .c420)
@@ -84,7 +84,7 @@ struct QualityTests {
         #expect(throws: SnapError.self) { try JSONDecoder().decode(Settings.self, from: Data(#"{"square": {"chroma": "422"}}"#.utf8)) }
         let base = try Fixtures.pipeline().recipe
         #expect(try Fixtures.pipeline { $0.square.chroma = .c420 }.recipe.digest != base.digest)
-        #expect(base.version == 12)
+        #expect(base.version == 13)
     }
 
     @Test("square100 is deterministic")

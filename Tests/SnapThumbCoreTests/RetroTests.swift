@@ -20,7 +20,7 @@ struct RetroTests {
         #expect(OKLab(grey).chroma < OKLabQuantizer.greyChroma, "\(colour) → \(grey)")
     }
 
-    @Test("a smooth gradient is dithered, a flat field and a hard edge are not")
+    @Test("a smooth gradient is dithered; a flat field, a hard edge and a low-contrast texture are not")
     func gradientsOnly() {
         let width = 12
         let ramp = (0..<width).map { OKLab(l: 0.4 + 0.03 * Double($0), a: 0, b: 0) }
@@ -29,6 +29,14 @@ struct RetroTests {
         #expect(OKLabQuantizer.gradientCells(flat, width: width).allSatisfy { !$0 })
         let edge = (0..<width).map { OKLab(l: $0 < 6 ? 0.2 : 0.9, a: 0, b: 0) }
         #expect(!OKLabQuantizer.gradientCells(edge, width: width)[5] && !OKLabQuantizer.gradientCells(edge, width: width)[6])
+        // Steps as small as the ramp's, but up and down: a texture, not a gradient (issue 38: retro
+        // dithered grass and knits into noise).
+        let texture = (0..<width).map { OKLab(l: 0.5 + ($0 % 2 == 0 ? 0 : 0.03) + 0.002 * Double($0), a: 0, b: 0) }
+        #expect(OKLabQuantizer.gradientCells(texture, width: width).dropFirst().dropLast().allSatisfy { !$0 })
+        // A ramp in two dimensions (a dusk sky, darker to one corner) is still a gradient.
+        let sky = (0..<(width * width)).map { OKLab(l: 0.3 + 0.02 * Double($0 % width) + 0.015 * Double($0 / width), a: 0, b: 0) }
+        let skyCells = OKLabQuantizer.gradientCells(sky, width: width)
+        #expect((1..<(width - 1)).allSatisfy { y in (1..<(width - 1)).allSatisfy { x in skyCells[y * width + x] } })
     }
 
     @Test("a small bright subject keeps a colour of its own in the adaptive palette (a kite in the sky)")
