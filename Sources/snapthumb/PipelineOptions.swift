@@ -10,7 +10,7 @@ import SystemKit
 /// `SNAPTHUMB_<FLAG>` environment variables, then the config file (`--config` or
 /// `SNAPTHUMB_CONFIG`), then the built-in defaults.
 struct PipelineOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Config file: JSON with sections pipeline, store, watch, backfill, log, s3, sqs, google (see README: Configuration). [env SNAPTHUMB_CONFIG]", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("Config file: JSON with sections pipeline, store, watch, consume, backfill, log, s3, sqs, google (see README: Configuration). Every setting is also an environment variable, SNAPTHUMB_ and the flag's name (--square-size: SNAPTHUMB_SQUARE_SIZE); a flag wins over the variable, the variable over the file ('snapthumb config' shows where each came from). [env SNAPTHUMB_CONFIG]", valueName: "file"))
     var config: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Side of the square JPEG thumbnail, pixels. [default: 100]", valueName: "px"))
