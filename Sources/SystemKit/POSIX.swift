@@ -30,6 +30,18 @@ public enum POSIX {
     /// several MB stay mmapped, so the heap does not fragment as before.
     public static func fixMallocMmapThreshold() { snap_fix_mmap_threshold(1 << 20, 8 << 20) }
 
+    /// Ends the process with `status` once C's output streams are flushed, without running
+    /// atexit handlers or the loaded libraries' destructors. By then everything SnapThumb
+    /// owes is written and synced (stores, reports, logs); what `exit` would add is the
+    /// libraries' teardown while other threads still live (Dispatch's, a daemon's). One such
+    /// teardown aborted: a `consume` that had drained cleanly after SIGTERM died of SIGABRT
+    /// with a thread in libldap (loaded with libcurl), inside its exit-time destructor
+    /// (`ldap_int_destroy_global_options`, known to crash at exit: ClickHouse issue 43933).
+    public static func exitNow(_ status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
+    }
+
     /// Writes every byte, retrying on EINTR. Returns 0 or an errno value.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         bytes.withUnsafeBytes { raw in

@@ -7,6 +7,7 @@ import SnapThumbConfig
 import SnapThumbCore
 import SnapThumbStore
 import SnapThumbRunner
+import SystemKit
 
 /// SIGINT and SIGTERM for `backfill` and `process`: the first one sets
 /// `interruption` (no new file is started; files in flight finish), a second one
@@ -25,7 +26,7 @@ enum Signals {
                 ProgressDisplay.current.endLine()
                 if interruption.signal != nil {
                     printError("\(what): second signal: stopping now")
-                    exit(128 + sig)
+                    POSIX.exitNow(128 + sig)
                 }
                 interruption.interrupt(by: sig)
                 printError("\(what): interrupted (signal \(sig)): finishing the files in flight, starting no new ones (signal again to stop at once)")

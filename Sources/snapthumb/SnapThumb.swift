@@ -78,10 +78,10 @@ enum Main {
             let status = handle(error, command: parsed)
             if parsed == nil, status == 2, let hint = Suggestions.subcommand(for: arguments) { printError(hint) }
             Console.flushDeferred()
-            exit(status)
+            POSIX.exitNow(status)
         }
         Console.flushDeferred()
-        exit(0)
+        POSIX.exitNow(0)
     }
 
     /// Maps errors to the documented exit codes: usage errors are 2, not ArgumentParser's 64.

@@ -101,7 +101,18 @@ final class Daemon: @unchecked Sendable {
     /// SIGTERM, then the exit status (bounded wait: SIGKILL and nil after `seconds`).
     func terminate(within seconds: Double = 60) -> Int32? {
         kill(process.processIdentifier, SIGTERM)
-        return wait(seconds)
+        let status = wait(seconds)
+        if status != 0 { printCrashReport() }
+        return status
+    }
+
+    /// Swift's crash report, crashed thread first, on the test's standard error: the
+    /// expectations quote only the log's end, where the report's last threads are.
+    private func printCrashReport() {
+        let log = self.log
+        guard let start = log.range(of: "Program crashed") else { return }
+        let report = log[start.lowerBound...].prefix(6000)
+        FileHandle.standardError.write(Data("\(process.arguments?.first ?? "daemon") crashed:\n\(report)\n".utf8))
     }
 
     func killHard() {
