@@ -33,10 +33,10 @@ public enum POSIX {
     /// Ends the process with `status` once C's output streams are flushed, without running
     /// atexit handlers or the loaded libraries' destructors. By then everything SnapThumb
     /// owes is written and synced (stores, reports, logs); what `exit` would add is the
-    /// libraries' teardown while other threads still live (Dispatch's, a daemon's). One such
-    /// teardown aborted: a `consume` that had drained cleanly after SIGTERM died of SIGABRT
-    /// with a thread in libldap (loaded with libcurl), inside its exit-time destructor
-    /// (`ldap_int_destroy_global_options`, known to crash at exit: ClickHouse issue 43933).
+    /// libraries' teardown while other threads still live (Dispatch's, a daemon's). In CI a
+    /// `consume` that had drained cleanly after SIGTERM died of SIGABRT there, with one of its
+    /// threads in libldap's code (loaded with libcurl; libldap's exit-time destructor
+    /// `ldap_int_destroy_global_options` is known to crash at exit: ClickHouse issue 43933).
     public static func exitNow(_ status: Int32) -> Never {
         fflush(nil)
         _exit(status)
