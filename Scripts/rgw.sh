@@ -188,18 +188,24 @@ osd_up() {
   ceph -c "$conf" --connect-timeout 5 osd dump 2>/dev/null | grep -q '^osd\.[0-9]* up'
 }
 
-# SIGTERM to every recorded PID, then SIGKILL to what is still there after 10 s.
+# SIGTERM to every recorded PID, then SIGKILL to what is still there after 10 s. `serve` keeps
+# the list in memory once the cluster is up (`started`): its directory may be gone by the time
+# it stops (test.sh removes its temporary directory as the test process ends, which is also
+# when `serve` hears its input close), and a ceph-osd and a radosgw once outlived a run so.
 stop_daemons() {
-  [ -f "$dir/pids" ] || return 0
-  local name pid left
-  while read -r name pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$dir/pids"
+  local list name pid left
+  if [ -n "${started:-}" ]; then list=$started
+  elif [ -f "$dir/pids" ]; then list=$(cat "$dir/pids")
+  else return 0
+  fi
+  while read -r name pid; do kill -TERM "$pid" 2>/dev/null || true; done <<<"$list"
   for _ in $(seq 100); do
     left=0
-    while read -r name pid; do kill -0 "$pid" 2>/dev/null && left=1; done <"$dir/pids"
+    while read -r name pid; do kill -0 "$pid" 2>/dev/null && left=1; done <<<"$list"
     [ $left -eq 0 ] && break
     sleep 0.1
   done
-  while read -r name pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$dir/pids"
+  while read -r name pid; do kill -KILL "$pid" 2>/dev/null || true; done <<<"$list"
   # Reap them (they are our children when stopped from `serve`).
   wait 2>/dev/null || true
   rm -f "$dir/pids"
@@ -242,6 +248,7 @@ case "${1:-}" in
     trap 'exit 143' TERM INT HUP
     serving=1
     start "$dir"
+    started=$(cat "$dir/pids")
     cat >/dev/null || true
     ;;
   *)
