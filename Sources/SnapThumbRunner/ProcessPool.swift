@@ -68,7 +68,7 @@ public final class ProcessPool: Sendable {
         var stopping = false
         var drainExpired = false
         /// Worker processes running now, for the drain deadline.
-        var workers: Set<Int32> = []
+        var workers: [Int32: SpawnedProcess] = [:]
         /// Per supervisor: how many jobs its worker has been sent and not processed yet;
         /// nil once the supervisor has ended. A streaming source's job never goes to a
         /// worker that has one to process while another has none (see `take`).
@@ -162,7 +162,7 @@ public final class ProcessPool: Sendable {
                 locked.state.drainExpired = true
                 return locked.state.workers
             }
-            for pid in running { kill(pid, SIGKILL) }
+            for worker in running.values { worker.signal(SIGKILL) }
         }
     }
 
@@ -272,13 +272,13 @@ public final class ProcessPool: Sendable {
         let pid = worker.pid
         shared.withLock { locked in
             locked.state.unprocessedBySupervisor[slot] = 0
-            if let pid {
-                locked.state.workers.insert(pid)
-                if locked.state.drainExpired { kill(pid, SIGKILL) }
+            if let process = worker.process {
+                locked.state.workers[process.processIdentifier] = process
+                if locked.state.drainExpired { process.signal(SIGKILL) }
             }
         }
         defer {
-            if let pid { shared.withLock { _ = $0.state.workers.remove(pid) } }
+            if let pid { shared.withLock { _ = $0.state.workers.removeValue(forKey: pid) } }
         }
         let input = worker.input, output = worker.output
         let writer = input
@@ -303,7 +303,7 @@ public final class ProcessPool: Sendable {
             guard let head = unprocessed.first else { clock = nil; return }
             if clock?.index != head {
                 clock = (head, DispatchTime.now().uptimeNanoseconds)
-                if let item = inFlight[head] { faults.began(key: item.entry.relativePath, inWorker: pid ?? 0) }
+                if let item = inFlight[head] { faults.began(key: item.entry.relativePath, inWorker: pid) }
             }
         }
 
@@ -347,7 +347,7 @@ public final class ProcessPool: Sendable {
                 do { try writer.write(contentsOf: line) } catch { ending = .died; break work }
                 unprocessed.append(item.index)
                 startClock()
-                faults.dispatched(key: entry.relativePath, toWorker: pid ?? 0)
+                faults.dispatched(key: entry.relativePath, toWorker: pid)
                 if item.attempts > 0 { break }
             }
             if inFlight.isEmpty {

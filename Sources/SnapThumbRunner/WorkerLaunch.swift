@@ -1,4 +1,5 @@
 import Foundation
+import SystemKit
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,15 +27,13 @@ public enum WorkerLaunch: Sendable, CustomStringConvertible {
         let input: FileHandle
         let output: FileHandle
         /// The process, or nil for a thread.
-        let pid: Int32?
-        private let process: Process?
+        let process: SpawnedProcess?
         private let ended: DispatchSemaphore?
 
-        init(process: Process, input: FileHandle, output: FileHandle) {
+        init(process: SpawnedProcess) {
             self.process = process
-            self.input = input
-            self.output = output
-            pid = process.processIdentifier
+            input = process.input!
+            output = process.output!
             ended = nil
         }
 
@@ -43,27 +42,24 @@ public enum WorkerLaunch: Sendable, CustomStringConvertible {
             self.ended = ended
             self.input = input
             self.output = output
-            pid = nil
         }
 
+        var pid: Int32? { process?.processIdentifier }
+
         /// Kills a process (SIGKILL); a thread cannot be killed and is left to end.
-        func kill() {
-            if let pid { _ = Glibc.kill(pid, SIGKILL) }
-        }
+        func kill() { process?.signal(SIGKILL) }
 
         /// Waits until the worker has ended (a thread once its input closed and its commits are done).
         func wait() {
-            if let process { process.waitUntilExit() }
+            process?.wait()
             if let ended { ended.wait(); ended.signal() }
         }
 
         /// How it ended (after `wait`).
         var status: Ending {
             guard let process else { return Ending(exited: true, text: "thread ended") }
-            let code = process.terminationStatus
-            return process.terminationReason == .uncaughtSignal
-                ? Ending(exited: false, text: "signal \(code)")
-                : Ending(exited: true, text: "process exited with status \(code)")
+            let ending = process.wait()
+            return Ending(exited: !ending.signaled, text: ending.description)
         }
     }
 
@@ -75,19 +71,16 @@ public enum WorkerLaunch: Sendable, CustomStringConvertible {
     }
 
     func start() throws -> Started {
-        let input = Pipe(), output = Pipe()
         switch self {
         case .process(let executable, let arguments):
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            return Started(process: process, input: input.fileHandleForWriting, output: output.fileHandleForReading)
+            // Not Foundation's Process: a worker must hold no sibling's pipe (see SpawnedProcess).
+            let process = try SpawnedProcess(executable, arguments, stdin: .pipe, stdout: .pipe)
+            return Started(process: process)
         case .thread(let serve):
+            // Close-on-exec, like a process's: a child started meanwhile must not hold them.
+            let input = try SpawnedProcess.pipe(), output = try SpawnedProcess.pipe()
             let ended = DispatchSemaphore(value: 0)
-            let jobs = input.fileHandleForReading, answers = output.fileHandleForWriting
+            let jobs = input.read, answers = output.write
             let thread = Thread {
                 serve(jobs, answers)
                 try? answers.close()
@@ -97,7 +90,7 @@ public enum WorkerLaunch: Sendable, CustomStringConvertible {
             // libvips and the encoders recurse deeper than a secondary thread's default stack.
             thread.stackSize = 8 << 20
             thread.start()
-            return Started(thread: ended, input: input.fileHandleForWriting, output: output.fileHandleForReading)
+            return Started(thread: ended, input: input.write, output: output.read)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SystemKit
 import Synchronization
 
 /// Runs a program to its end and returns its exit status and output, for tests that run
@@ -16,20 +17,16 @@ public enum ChildProcess {
     ///   - unset: names removed from the inherited environment first (say, credentials).
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                            unset: [String] = []) throws -> Result {
-        let process = Process()
         var inherited = ProcessInfo.processInfo.environment
         for name in unset { inherited[name] = nil }
-        process.environment = inherited.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stderr = Drain(err.fileHandleForReading)
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+        // Not Foundation's Process: a child started by another test meanwhile could hold
+        // this one's pipes and keep the read below waiting for it (see SpawnedProcess).
+        let process = try SpawnedProcess(executable, arguments, environment: inherited.merging(environment) { $1 },
+                                         stdout: .pipe, stderr: .pipe)
+        let stderr = Drain(process.errors!)
+        let stdout = process.output!.readDataToEndOfFile()
+        let ending = process.wait()
+        return Result(status: ending.code, stdout: String(decoding: stdout, as: UTF8.self),
                       stderr: String(decoding: stderr.wait(), as: UTF8.self))
     }
 

@@ -12,7 +12,7 @@ import Glibc
 
     public init(onKeysEndingWith suffix: String) { self.suffix = suffix }
 
-    public func began(key: String, inWorker workerPID: Int32) {
-        if key.hasSuffix(suffix) { kill(workerPID, SIGSTOP) }
+    public func began(key: String, inWorker workerPID: Int32?) {
+        if key.hasSuffix(suffix), let workerPID { kill(workerPID, SIGSTOP) }
     }
 }

@@ -13,8 +13,8 @@ import Synchronization
 
     public init(onKeysEndingWith suffix: String) { self.suffix = suffix }
 
-    public func dispatched(key: String, toWorker workerPID: Int32) {
-        if key.hasSuffix(suffix) { kill(workerPID, SIGKILL) }
+    public func dispatched(key: String, toWorker workerPID: Int32?) {
+        if key.hasSuffix(suffix), let workerPID { kill(workerPID, SIGKILL) }
     }
 }
 
@@ -26,12 +26,12 @@ import Synchronization
 
     public init(then: any RunFaults = NoFaults()) { self.then = then }
 
-    public func dispatched(key: String, toWorker workerPID: Int32) {
+    public func dispatched(key: String, toWorker workerPID: Int32?) {
         counts.withLock { $0[key, default: 0] += 1 }
         then.dispatched(key: key, toWorker: workerPID)
     }
 
-    public func began(key: String, inWorker workerPID: Int32) { then.began(key: key, inWorker: workerPID) }
+    public func began(key: String, inWorker workerPID: Int32?) { then.began(key: key, inWorker: workerPID) }
     public func inotifyBatchOverflows() -> Bool { then.inotifyBatchOverflows() }
 
     /// Times `key` was handed to a worker so far.
@@ -44,6 +44,6 @@ import Synchronization
 /// queue overflow, so that only rescans can find uploads.
 @_spi(Testing) public struct OverflowInotify: RunFaults {
     public init() {}
-    public func dispatched(key: String, toWorker workerPID: Int32) {}
+    public func dispatched(key: String, toWorker workerPID: Int32?) {}
     public func inotifyBatchOverflows() -> Bool { true }
 }

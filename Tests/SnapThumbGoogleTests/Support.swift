@@ -17,19 +17,11 @@ enum Repo {
 
 /// Runs a program to its end: exit status and standard output.
 func run(_ program: String, _ arguments: [String], input: Data = Data()) throws -> (status: Int32, output: Data) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
-    let stdin = Pipe(), stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    stdin.fileHandleForWriting.write(input)
-    try stdin.fileHandleForWriting.close()
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, output)
+    let process = try SpawnedProcess(program, arguments, stdin: .pipe, stdout: .pipe, stderr: .null)
+    process.input!.write(input)
+    try process.input!.close()
+    let output = process.output!.readDataToEndOfFile()
+    return (process.wait().code, output)
 }
 
 /// A throwaway RSA key made for this test process with `openssl genpkey`, its public

@@ -72,11 +72,11 @@ struct OnDispatch: RunFaults {
     let suffix: String
     let then: any RunFaults
     let body: @Sendable () -> Void
-    func dispatched(key: String, toWorker workerPID: Int32) {
+    func dispatched(key: String, toWorker workerPID: Int32?) {
         then.dispatched(key: key, toWorker: workerPID)
         if key.hasSuffix(suffix) { body() }
     }
-    func began(key: String, inWorker workerPID: Int32) { then.began(key: key, inWorker: workerPID) }
+    func began(key: String, inWorker workerPID: Int32?) { then.began(key: key, inWorker: workerPID) }
 }
 
 @Suite("The process runner (backfill now, watch next)")
@@ -242,7 +242,7 @@ final class PoolBox: @unchecked Sendable {
 final class RecordDispatches: RunFaults, @unchecked Sendable {
     private let lock = NSLock()
     private var byKey: [String: Int32] = [:]
-    func dispatched(key: String, toWorker workerPID: Int32) { lock.lock(); byKey[key] = workerPID; lock.unlock() }
+    func dispatched(key: String, toWorker workerPID: Int32?) { lock.lock(); byKey[key] = workerPID ?? 0; lock.unlock() }
     var workers: [String: Int32] { lock.lock(); defer { lock.unlock() }; return byKey }
     var count: Int { workers.count }
 }

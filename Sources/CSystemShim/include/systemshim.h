@@ -63,4 +63,23 @@ int snap_is_top_directory(int fd);
 int snap_get_affinity(int tid, unsigned char *cpus, int count);
 int snap_set_affinity(int tid, const unsigned char *cpus, int count);
 
+/* ==== Child processes (spawn.c) ==== */
+
+/* pipe2(O_CLOEXEC) with both ends at descriptor 3 or above: no child inherits them
+ * unless given them as a standard stream. 0, or -1 with errno. */
+int snap_pipe(int fds[2]);
+/* posix_spawn of `path` (no PATH search) whose standard streams are in_fd, out_fd and
+ * err_fd (-1: this process's own; -2: /dev/null) and which inherits no other descriptor
+ * (closefrom(3) in the child). own_group: in a process group of its own, so that a
+ * terminal's ^C or a signal to this process's group does not reach it. envp NULL: this
+ * process's environment. 0 with *pid set, or an errno value. */
+int snap_spawn(const char *path, char *const argv[], char *const envp[], int in_fd, int out_fd, int err_fd,
+               int own_group, int *pid);
+/* Whether child `pid` has ended, without reaping it (waitid WNOWAIT): 1 ended (or not a
+ * child any more), 0 still running (only when block is 0), -1 with errno (EINTR). */
+int snap_wait_exited(int pid, int block);
+/* Reaps an ended child: 0 with its exit code or, when *signaled, its signal; -1 if it
+ * has not ended or is not a child. */
+int snap_reap(int pid, int *code, int *signaled);
+
 #endif

@@ -79,28 +79,30 @@ func eventually(within seconds: Double, every interval: Double = 0.25, _ conditi
 
 /// A running `snapthumb consume` (or any long-running snapthumb command), its stderr in a file.
 final class Daemon: @unchecked Sendable {
-    let process = Process()
+    /// Not Foundation's `Process`: a daemon that lives through a test must not hold
+    /// another child's pipes (see `SpawnedProcess`).
+    let process: SpawnedProcess
+    let arguments: [String]
     let logPath: String
 
     init(_ arguments: [String], environment: [String: String]) throws {
+        self.arguments = arguments
         logPath = NSTemporaryDirectory() + "snapthumb-daemon-\(UUID().uuidString).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         var inherited = ProcessInfo.processInfo.environment
         for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
                      "AWS_ENDPOINT_URL_SQS", "AWS_PROFILE", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] { inherited[name] = nil }
-        process.environment = inherited.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        try process.run()
+        guard let file = FileHandle(forWritingAtPath: logPath) else { throw SnapError(.io, "cannot open \(logPath)") }
+        defer { try? file.close() }
+        process = try SpawnedProcess(CLI.binary, arguments, environment: inherited.merging(environment) { $1 },
+                                     stdout: .null, stderr: .descriptor(file.fileDescriptor))
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// SIGTERM, then the exit status (bounded wait: SIGKILL and nil after `seconds`).
     func terminate(within seconds: Double = 60) -> Int32? {
-        kill(process.processIdentifier, SIGTERM)
+        process.signal(SIGTERM)
         let status = wait(seconds)
         if status != 0 { printCrashReport() }
         return status
@@ -112,17 +114,17 @@ final class Daemon: @unchecked Sendable {
         let log = self.log
         guard let start = log.range(of: "Program crashed") else { return }
         let report = log[start.lowerBound...].prefix(6000)
-        FileHandle.standardError.write(Data("\(process.arguments?.first ?? "daemon") crashed:\n\(report)\n".utf8))
+        FileHandle.standardError.write(Data("\(arguments.first ?? "daemon") crashed:\n\(report)\n".utf8))
     }
 
     func killHard() {
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         _ = wait(10)
     }
 
     func wait(_ seconds: Double) -> Int32? {
         if !eventually(within: seconds, every: 0.05, { !process.isRunning }) {
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             process.waitUntilExit()
             return nil
         }
@@ -131,7 +133,7 @@ final class Daemon: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        if process.isRunning { process.signal(SIGKILL); process.waitUntilExit() }
         try? FileManager.default.removeItem(atPath: logPath)
     }
 }

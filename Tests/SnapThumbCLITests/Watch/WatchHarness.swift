@@ -19,14 +19,14 @@ final class WatchHarness {
     private var workers: [Worker] = []
 
     final class Worker {
-        let process: Process
+        let process: SpawnedProcess
         let log: String
-        init(process: Process, log: String) {
+        init(process: SpawnedProcess, log: String) {
             self.process = process
             self.log = log
         }
         var pid: Int32 { process.processIdentifier }
-        func signal(_ sig: Int32) { kill(pid, sig) }
+        func signal(_ sig: Int32) { process.signal(sig) }
         /// Waits for the process to exit; nil if it is still running at the deadline.
         func waitForExit(seconds: Double) -> Int32? {
             let deadline = Date().addingTimeInterval(seconds)
@@ -58,20 +58,23 @@ final class WatchHarness {
     /// Starts `snapthumb watch <uploads> --store <store>` with short test timings.
     @discardableResult
     func start(_ extra: [String] = [], settle: String = "500ms", environment: [String: String] = [:]) throws -> Worker {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["watch", uploads, "--store", store, "--settle", settle, "--log-level", "debug"] + extra
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SNAPTHUMB_") }
         env.merge(environment) { $1 }
-        process.environment = env
-        let log = "\(root)/worker-\(workers.count).log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: log)
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        let worker = Worker(process: process, log: log)
+        let worker = try Self.launch(["watch", uploads, "--store", store, "--settle", settle, "--log-level", "debug"] + extra,
+                                     log: "\(root)/worker-\(workers.count).log", environment: env)
         workers.append(worker)
         return worker
+    }
+
+    /// Starts the built `snapthumb` with `arguments`, its stderr in the file `log` (made
+    /// empty), its stdout discarded. Not with Foundation's `Process`: a daemon that lives
+    /// through a test must not hold another child's pipes (see `SpawnedProcess`).
+    static func launch(_ arguments: [String], log: String, environment: [String: String]? = nil) throws -> Worker {
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        guard let file = FileHandle(forWritingAtPath: log) else { throw SnapError(.io, "cannot open \(log)") }
+        let process = try SpawnedProcess(binary, arguments, environment: environment, stdout: .null, stderr: .descriptor(file.fileDescriptor))
+        try? file.close()
+        return Worker(process: process, log: log)
     }
 
     /// Maildir style: written in staging/, then renamed into incoming/.
@@ -109,14 +112,7 @@ final class WatchHarness {
 
     /// Runs `snapthumb verify <store>`; returns its exit status.
     func verifyStore() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["verify", store]
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        try SpawnedProcess(Self.binary, ["verify", store], stdout: .null, stderr: .null).wait().code
     }
 
     /// Files under `dir` whose names start with `.tmp-` (temp files of the store and the watcher).

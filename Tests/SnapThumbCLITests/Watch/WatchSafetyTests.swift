@@ -90,15 +90,7 @@ import SnapThumbCore
         let h = try WatchHarness()
         let missing = "\(h.root)/no-such-dir"
         func run(_ arguments: [String]) throws -> (Int32?, String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: WatchHarness.binary)
-            process.arguments = arguments
-            let log = "\(h.root)/start.log"
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: log)
-            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            let worker = WatchHarness.Worker(process: process, log: log)
+            let worker = try WatchHarness.launch(arguments, log: "\(h.root)/start.log")
             let status = worker.waitForExit(seconds: 30)
             if status == nil { worker.signal(SIGKILL); _ = worker.waitForExit(seconds: 10) }
             return (status, worker.logText)
@@ -136,14 +128,6 @@ import SnapThumbCore
 extension WatchHarness {
     /// `snapthumb watch <dir> --create` on another upload directory, same store.
     func startElsewhere(_ directory: String) throws -> Worker {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["watch", directory, "--create", "--store", store, "--worker-id", "elsewhere"]
-        let log = "\(root)/elsewhere.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: log)
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        return Worker(process: process, log: log)
+        try Self.launch(["watch", directory, "--create", "--store", store, "--worker-id", "elsewhere"], log: "\(root)/elsewhere.log")
     }
 }
