@@ -32,12 +32,12 @@ swift build --build-tests
 # Scripts/install.sh (run by SystemdUnitTests) makes the man page with it; swift test cannot build it meanwhile.
 swift build --product generate-manual
 
-# The suite takes 7-15 min on the 2-core VM. Once (CI run 49) it stopped making progress
-# until CI's 90 min ran out, and the log did not say where. So it runs watched: past
-# TEST_MINUTES (default 35) the processes it started are shown with each thread's stack
-# (gdb, where installed), then killed, and the suite is run once more. A failing test
-# fails the run at once; only a run that never ends is run again, and the log says so.
-minutes="${TEST_MINUTES:-35}"
+# The suite takes 6-13 min on the 2-core VM. Once (CI run 49) CI stopped making progress
+# until its 90 min ran out, and the log did not say where. So each `swift test` runs
+# watched: past TEST_MINUTES (default 25) the processes it started are shown with each
+# thread's stack (gdb, where installed), then killed, and it is run once more. A failing
+# test fails the run at once; only a run that never ends is run again, and the log says so.
+minutes="${TEST_MINUTES:-25}"
 descendants() {
   local child
   for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
@@ -86,14 +86,18 @@ run_watched() {
   wait "$pid" || status=$?
   return "$status"
 }
-status=0
-run_watched swift test || status=$?
-if [ "$status" = 124 ]; then
-  echo "test.sh: swift test did not end within $minutes min (stacks above); running it once more" >&2
-  status=0
-  run_watched swift test || status=$?
-fi
-[ "$status" = 0 ] || exit "$status"
+# run_suite CMD...: CMD watched; once more if it never ended; exits with its status if it failed.
+run_suite() {
+  local status=0
+  run_watched "$@" || status=$?
+  if [ "$status" = 124 ]; then
+    echo "test.sh: '$*' did not end within $minutes min (stacks above); running it once more" >&2
+    status=0
+    run_watched "$@" || status=$?
+  fi
+  [ "$status" = 0 ] || exit "$status"
+}
+run_suite swift test
 
 # Sanitizer job: the directory-listing and hardening tests, then a short fuzz run of
 # `snapthumb process`, under AddressSanitizer (its own build directory, .build-asan); the
@@ -104,7 +108,7 @@ fi
 # and its run FUZZ_DECODER_SECONDS (60). SKIP_SANITIZERS=1 skips it.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   swift build --build-tests --sanitize address --scratch-path .build-asan
-  ASAN_OPTIONS=detect_leaks=0 swift test --skip-build --sanitize address --scratch-path .build-asan \
+  ASAN_OPTIONS=detect_leaks=0 run_suite swift test --skip-build --sanitize address --scratch-path .build-asan \
     --filter 'DirectoryEntry|HardeningTests|HuffmanDecoderTests'
   Scripts/fuzz.sh --binary .build-asan/debug/snapthumb --count "${FUZZ_COUNT:-60}"
   Scripts/fuzz-decoder.sh "${FUZZ_DECODER_SECONDS:-60}"
