@@ -110,14 +110,7 @@ public enum WatchBurst {
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        try SpawnedProcess(executable, arguments, stdout: .null, stderr: .null).wait().code
     }
 
     /// Seconds on a monotonic clock.
@@ -127,14 +120,11 @@ public enum WatchBurst {
 /// A `snapthumb watch` child for the watch probes: started on `layout` and `store`,
 /// returned once it has laid out its directories and settled; stopped with `stop()`.
 struct WatchDaemon {
-    let process: Process
+    let process: SpawnedProcess
 
     static func start(executable: String, layout: UploadFolders, store: String, jobs: Int) throws -> WatchDaemon {
-        let watcher = Process()
-        watcher.executableURL = URL(fileURLWithPath: executable)
-        watcher.arguments = ["watch", layout.root, "--store", store, "--jobs", String(jobs), "--log-level", "error"]
-        watcher.standardOutput = FileHandle.nullDevice
-        try watcher.run()
+        let watcher = try SpawnedProcess(executable, ["watch", layout.root, "--store", store, "--jobs", String(jobs), "--log-level", "error"],
+                                         stdout: .null)
         let daemon = WatchDaemon(process: watcher)
         let fm = FileManager.default
         let ready = Date().addingTimeInterval(30)
@@ -150,8 +140,8 @@ struct WatchDaemon {
     }
 
     func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        process.signal(SIGTERM)
+        process.wait()
     }
 }
 
