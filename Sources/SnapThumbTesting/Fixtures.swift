@@ -41,10 +41,8 @@ public enum Fixtures {
     /// The pid of a process that has exited and been reaped: what a dead worker's claim or
     /// temp name carries.
     public static func deadPID() throws -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/true")
-        try p.run()
-        p.waitUntilExit()
+        let p = try SpawnedProcess("/bin/true", [])
+        p.wait()
         return p.processIdentifier
     }
 
