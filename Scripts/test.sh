@@ -38,52 +38,82 @@ swift build --product generate-manual
 # thread's stack (gdb, where installed), then killed, and it is run once more. A failing
 # test fails the run at once; only a run that never ends is run again, and the log says so.
 minutes="${TEST_MINUTES:-25}"
-descendants() {
-  local child
-  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
-    echo "$child"
-    descendants "$child"
+# What a watched run starts has its own TMPDIR, inherited by everything below it (servers,
+# daemons, their Ceph daemons), even once reparented: that is how its processes are found.
+tests_tmp="$run_tmp/tests"
+mkdir -p "$tests_tmp"
+run_processes() {
+  local p
+  for p in /proc/[0-9]*; do
+    grep -qzxF "TMPDIR=$tests_tmp" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
   done
+  return 0
 }
 show_stuck() {
-  local root="$1" pid
-  echo "test.sh: swift test has run for over $minutes min; its processes:" >&2
-  ps -o pid,ppid,etime,stat,wchan:24,args --forest -p "$root" $(descendants "$root") >&2 || true
+  local procs pid
+  # Frozen first (twice, for what was being started), so that nothing moves while it is shown.
+  kill -STOP $(run_processes) 2>/dev/null || true
+  procs=$(run_processes)
+  kill -STOP $procs 2>/dev/null || true
+  echo "test.sh: '$*' has run for over $minutes min; its processes:" >&2
+  ps -o pid,ppid,etime,stat,wchan:24,args --forest -p "$(echo $procs | tr ' ' ,)" >&2 || true
   if command -v gdb >/dev/null; then
-    for pid in $(descendants "$root"); do
+    for pid in $procs; do
+      # At most a few thousand lines a process: the test process has a few hundred threads.
+      local lines=0
       case "$(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null)" in
-        *PackageTests*|*snapthumb*)
-          echo "test.sh: threads of $pid:" >&2
-          timeout 120 gdb -p "$pid" -batch -nx -ex 'set pagination off' -ex 'thread apply all bt 30' 2>&1 \
-            | grep -E '^(Thread|#)' >&2 || true ;;
+        *PackageTests*) lines=4000 ;;
+        *snapthumb*) lines=400 ;;
       esac
+      if [ "$lines" -gt 0 ]; then
+        echo "test.sh: threads of $pid ($(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-120)):" >&2
+        timeout 120 gdb -p "$pid" -batch -nx -ex 'set pagination off' -ex 'thread apply all bt 16' 2>&1 \
+          | grep -E '^(Thread|#)' | cut -c1-200 | head -n "$lines" >&2 || true
+      fi
     done
   fi
 }
+end_run() {
+  local procs tests="" p
+  procs=$(run_processes)
+  for p in $procs; do
+    case "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)" in *PackageTests*|*swift-test*) tests="$tests $p" ;; esac
+  done
+  # The test process first: its end closes the servers' standard input, and they stop what
+  # they started (rgw.sh its Ceph daemons). Then, after a minute, whatever is left.
+  kill -KILL $tests 2>/dev/null || true
+  kill -CONT $procs 2>/dev/null || true
+  reap_leftovers
+}
+# After a run: what it started should be gone once the servers have stopped themselves.
+reap_leftovers() {
+  local procs i
+  for i in $(seq 30); do
+    [ -z "$(run_processes)" ] && return 0
+    sleep 2
+  done
+  procs=$(run_processes)
+  echo "test.sh: still running a minute after the test process ended, stopped:" >&2
+  ps -o pid,args -p "$(echo $procs | tr ' ' ,)" >&2 || true
+  kill -TERM $procs 2>/dev/null || true
+  sleep 5
+  kill -KILL $(run_processes) 2>/dev/null || true
+}
 run_watched() {
-  "$@" &
+  TMPDIR="$tests_tmp" "$@" &
   local pid=$! waited=0 status=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 2
     waited=$((waited + 2))
     if [ "$waited" -ge $((minutes * 60)) ]; then
-      show_stuck "$pid"
-      # The test process first: its end closes the servers' standard input, and they stop
-      # what they started (rgw.sh its Ceph daemons); then whatever is left.
-      local left
-      left=$(descendants "$pid")
-      local tests="" p
-      for p in $left; do
-        case "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)" in *PackageTests*) tests="$tests $p" ;; esac
-      done
-      kill -KILL "$pid" $tests 2>/dev/null || true
-      sleep 20
-      kill -KILL $left 2>/dev/null || true
+      show_stuck "$@"
+      end_run
       wait "$pid" 2>/dev/null || true
       return 124
     fi
   done
   wait "$pid" || status=$?
+  reap_leftovers
   return "$status"
 }
 # run_suite CMD...: CMD watched; once more if it never ended; exits with its status if it failed.
