@@ -56,8 +56,8 @@ stream_action(posix_spawn_file_actions_t *actions, int fd, int target)
 }
 
 int
-snap_spawn(const char *path, char *const argv[], char *const envp[], int in_fd, int out_fd, int err_fd,
-           int own_group, int *pid)
+snap_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int in_fd, int out_fd,
+           int err_fd, int own_group, int *pid)
 {
 	posix_spawn_file_actions_t actions;
 	posix_spawnattr_t attributes;
@@ -77,6 +77,7 @@ snap_spawn(const char *path, char *const argv[], char *const envp[], int in_fd, 
 	 * spawn, as Foundation's Process does, misses those another thread opens meanwhile,
 	 * and a child holding a sibling's pipe keeps that sibling from ever seeing its end.) */
 	if (status == 0) status = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+	if (status == 0 && directory) status = posix_spawn_file_actions_addchdir_np(&actions, directory);
 	if (status == 0 && own_group) {
 		status = posix_spawnattr_setpgroup(&attributes, 0);
 		if (status == 0) status = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);

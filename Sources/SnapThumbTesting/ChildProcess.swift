@@ -30,6 +30,21 @@ public enum ChildProcess {
                       stderr: String(decoding: stderr.wait(), as: UTF8.self))
     }
 
+    /// Runs a program to its end with its standard output and error in one pipe: its exit
+    /// status (the signal's number if one ended it) and that text.
+    /// - Parameters:
+    ///   - environment: its whole environment, or nil for this process's.
+    ///   - directory: its working directory, or nil for this process's.
+    public static func combined(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                                directory: String? = nil, stdin: SpawnedProcess.Stream = .inherit) throws -> (status: Int32, output: String) {
+        let pipe = try SpawnedProcess.pipe()
+        let process = try SpawnedProcess(executable, arguments, environment: environment, directory: directory, stdin: stdin,
+                                         stdout: .descriptor(pipe.write.fileDescriptor), stderr: .descriptor(pipe.write.fileDescriptor))
+        try pipe.write.close()
+        let output = pipe.read.readDataToEndOfFile()
+        return (process.wait().code, String(decoding: output, as: UTF8.self))
+    }
+
     /// Reads one pipe to its end on a thread of its own.
     private final class Drain: Sendable {  // `data` is set before `done` signals, read after.
         private let data = Mutex(Data())

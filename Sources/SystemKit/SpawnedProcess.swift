@@ -40,6 +40,10 @@ public final class SpawnedProcess: @unchecked Sendable {
     public struct Ending: Sendable, Equatable, CustomStringConvertible {
         public let code: Int32
         public let signaled: Bool
+        public init(code: Int32, signaled: Bool) {
+            self.code = code
+            self.signaled = signaled
+        }
         public var description: String { signaled ? "signal \(code)" : "process exited with status \(code)" }
     }
 
@@ -53,10 +57,11 @@ public final class SpawnedProcess: @unchecked Sendable {
     /// Starts `executable` (a path; no PATH search) with `arguments`.
     /// - Parameters:
     ///   - environment: the child's whole environment, or nil for this process's.
+    ///   - directory: its working directory, or nil for this process's.
     ///   - ownProcessGroup: in a process group of its own (as `Process` does), so that a
     ///     terminal's ^C or a signal to this process's group is not also its.
     /// - Throws: `Errno` when it cannot be started (no such file, not executable, …).
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
                 stdin: Stream = .inherit, stdout: Stream = .inherit, stderr: Stream = .inherit,
                 ownProcessGroup: Bool = true) throws {
         var opened: [Int32] = []
@@ -87,14 +92,17 @@ public final class SpawnedProcess: @unchecked Sendable {
             envp?.forEach { free($0) }
         }
         var pid: Int32 = 0
-        let status = argv.withUnsafeBufferPointer { args in
-            if let envp {
-                return envp.withUnsafeBufferPointer { env in
-                    snap_spawn(executable, args.baseAddress, env.baseAddress, i.child, o.child, e.child, ownProcessGroup ? 1 : 0, &pid)
-                }
+        let group: Int32 = ownProcessGroup ? 1 : 0
+        func spawn(_ env: UnsafePointer<UnsafeMutablePointer<CChar>?>?, _ dir: UnsafePointer<CChar>?) -> Int32 {
+            argv.withUnsafeBufferPointer { args in
+                snap_spawn(executable, args.baseAddress, env, dir, i.child, o.child, e.child, group, &pid)
             }
-            return snap_spawn(executable, args.baseAddress, nil, i.child, o.child, e.child, ownProcessGroup ? 1 : 0, &pid)
         }
+        func spawn(_ env: UnsafePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+            if let directory { return directory.withCString { spawn(env, $0) } }
+            return spawn(env, nil)
+        }
+        let status = envp.map { envp in envp.withUnsafeBufferPointer { spawn($0.baseAddress) } } ?? spawn(nil)
         guard status == 0 else { throw Errno(status) }
         processIdentifier = pid
     }
@@ -137,6 +145,9 @@ public final class SpawnedProcess: @unchecked Sendable {
 
     /// `wait()`, for code written against `Process`.
     public func waitUntilExit() { wait() }
+
+    /// SIGTERM (unless reaped), for code written against `Process`.
+    public func terminate() { signal(SIGTERM) }
 
     /// The exit status, or the signal's number (after it ended).
     public var terminationStatus: Int32 { wait().code }

@@ -155,13 +155,9 @@ struct BenchTests {
         #expect(lock.withLock { seen } == [one])
         #expect(CPUAffinity.allowed() == [one])
         // So must a process started afterwards.
-        let grep = Process(), out = Pipe()
-        grep.executableURL = URL(fileURLWithPath: "/bin/grep")
-        grep.arguments = ["Cpus_allowed_list", "/proc/self/status"]
-        grep.standardOutput = out
-        try grep.run()
-        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        grep.waitUntilExit()
+        let grep = try SpawnedProcess("/bin/grep", ["Cpus_allowed_list", "/proc/self/status"], stdout: .pipe)
+        let line = String(decoding: grep.output!.readDataToEndOfFile(), as: UTF8.self)
+        grep.wait()
         #expect(line.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("\t\(one)"), "\(line)")
         #expect(CPUAffinity.confine(to: allowed) == 0)
         #expect(CPUAffinity.allowed() == allowed)

@@ -125,15 +125,10 @@ struct CommandLineTests {
         // gets that far still leaves a store to verify.
         _ = try Store(root: store)
         for delay in [0.15, 0.3, 0.45, 0.6] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: CLI.binary)
-            process.arguments = ["backfill", input, "--store", store, "--jobs", "2"]
-            process.standardError = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
+            let process = try SpawnedProcess(CLI.binary, ["backfill", input, "--store", store, "--jobs", "2"], stdout: .null, stderr: .null)
             Thread.sleep(forTimeInterval: delay)
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.signal(SIGKILL)
+            process.wait()
             // Its worker processes die with it (PR_SET_PDEATHSIG); wait until they have.
             let deadline = Date().addingTimeInterval(20)
             while Self.processes(mentioning: store) > 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
@@ -194,27 +189,22 @@ struct LazyLibvipsTests {
     func workerOpensLibvipsOnFirstNeed() throws {
         let store = Fixtures.tempDirectory()
         defer { Fixtures.remove(store) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["worker", "--store", store, "--settings-json", "{}"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        let process = try SpawnedProcess(CLI.binary, ["worker", "--store", store, "--settings-json", "{}"], stdin: .pipe, stdout: .pipe)
+        let input = process.input!, output = process.output!
         defer { if process.isRunning { process.terminate() }; process.waitUntilExit() }
         var buffered = Data()
         /// Sends one job and reads replies until its final one.
         func run(_ index: Int, _ path: String, key: String) throws -> String {
             let size = try Fixtures.bytes(path).count
             let job = "{\"i\":\(index),\"path\":\"\(path)\",\"key\":\"\(key)\",\"size\":\(size)}\n"
-            input.fileHandleForWriting.write(Data(job.utf8))
+            input.write(Data(job.utf8))
             while true {
                 while let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
                     let line = String(decoding: buffered[..<newline], as: UTF8.self)
                     buffered = Data(buffered[(newline + 1)...])
                     if !line.contains("\"staged\"") { return line }
                 }
-                let more = output.fileHandleForReading.availableData
+                let more = output.availableData
                 if more.isEmpty { return "worker exited" }
                 buffered.append(more)
             }
@@ -227,7 +217,7 @@ struct LazyLibvipsTests {
         let png = try run(1, Fixtures.sample("snaps/alpha.png"), key: "b.png")
         #expect(png.contains("\"processed\""), "\(png)")
         #expect(try Self.mapsLibvips(process.processIdentifier))
-        try input.fileHandleForWriting.close()
+        try input.close()
     }
 }
 

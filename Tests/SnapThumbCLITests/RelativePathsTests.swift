@@ -1,4 +1,5 @@
 import Foundation
+import SystemKit
 import Testing
 @_spi(Testing) import SnapThumbTesting
 
@@ -10,15 +11,8 @@ struct RelativePathsTests {
         let work = Fixtures.tempDirectory("snapthumb-onechar")
         defer { Fixtures.remove(work) }
         try FileManager.default.copyItem(atPath: Fixtures.sample("snaps/tiny.png"), toPath: "\(work)/a")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["process", "a", "--store", "s"]
-        process.currentDirectoryURL = URL(fileURLWithPath: work)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        let process = try SpawnedProcess(CLI.binary, ["process", "a", "--store", "s"], directory: work, stdout: .null, stderr: .null)
+        #expect(process.wait() == SpawnedProcess.Ending(code: 0, signaled: false))
         #expect(FileManager.default.fileExists(atPath: "\(work)/s/manifests/a.json"))
     }
 }

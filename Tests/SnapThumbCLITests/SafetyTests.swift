@@ -148,20 +148,16 @@ struct SafetyTests {
         }
         let report = "\(store)-report.json"
         defer { Fixtures.remove(report) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["backfill", input, "--store", store, "--jobs", "2", "--isolation", isolation, "--report", report]
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        let process = try SpawnedProcess(CLI.binary, ["backfill", input, "--store", store, "--jobs", "2", "--isolation", isolation, "--report", report],
+                                         stdout: .null, stderr: .pipe)
+        let err = process.errors!
         // Interrupt once work is under way.
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, ((try? FileWalker.regularFiles(under: "\(store)/manifests").files.count) ?? 0) == 0 {
             usleep(20_000)
         }
-        kill(process.processIdentifier, signal)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.signal(signal)
+        let stderr = String(decoding: err.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationReason == .exit && process.terminationStatus == 128 + signal, "\(stderr)")
         #expect(stderr.contains("interrupted: backfill: 60 files"))

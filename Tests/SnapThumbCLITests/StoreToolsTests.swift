@@ -39,16 +39,9 @@ struct StoreToolsTests {
 
     /// Runs the binary and returns its stdout byte for byte.
     static func rawStdout(_ arguments: [String]) throws -> (status: Int32, bytes: [UInt8]) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, [UInt8](data))
+        let process = try SpawnedProcess(CLI.binary, arguments, stdout: .pipe, stderr: .null)
+        let data = process.output!.readDataToEndOfFile()
+        return (process.wait().code, [UInt8](data))
     }
 
     @Test("ls: one line per key with the square's bytes and the manifest's time; --json one summary per line; a prefix filters")

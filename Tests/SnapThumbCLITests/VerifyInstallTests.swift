@@ -37,18 +37,9 @@ struct VerifyInstallTests {
         #expect(found.stderr.contains("1 manifests: ok"), "\(found.stderr)")
 
         // Found on PATH by a shell (argv[0] is then just "snapthumb"), as after an install or in a container.
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-        shell.arguments = ["-c", "exec snapthumb verify \"$0\"", store]
-        shell.environment = ["PATH": "\(prefix)/bin:/usr/bin:/bin"]
-        shell.currentDirectoryURL = URL(fileURLWithPath: work)
-        let errors = Pipe()
-        shell.standardError = errors
-        shell.standardOutput = FileHandle.nullDevice
-        try shell.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        shell.waitUntilExit()
-        #expect(shell.terminationStatus == 0, "\(text)")
+        let (status, text) = try ChildProcess.combined("/bin/sh", ["-c", "exec snapthumb verify \"$0\"", store],
+                                                        environment: ["PATH": "\(prefix)/bin:/usr/bin:/bin"], directory: work)
+        #expect(status == 0, "\(text)")
         #expect(text.contains("1 manifests: ok"), "\(text)")
     }
 }

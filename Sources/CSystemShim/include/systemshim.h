@@ -72,9 +72,10 @@ int snap_pipe(int fds[2]);
  * err_fd (-1: this process's own; -2: /dev/null) and which inherits no other descriptor
  * (closefrom(3) in the child). own_group: in a process group of its own, so that a
  * terminal's ^C or a signal to this process's group does not reach it. envp NULL: this
- * process's environment. 0 with *pid set, or an errno value. */
-int snap_spawn(const char *path, char *const argv[], char *const envp[], int in_fd, int out_fd, int err_fd,
-               int own_group, int *pid);
+ * process's environment; directory NULL: this process's working directory (else the child
+ * starts in it; a relative `path` is then taken from there). 0 with *pid set, or an errno value. */
+int snap_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int in_fd, int out_fd,
+               int err_fd, int own_group, int *pid);
 /* Whether child `pid` has ended, without reaping it (waitid WNOWAIT): 1 ended (or not a
  * child any more), 0 still running (only when block is 0), -1 with errno (EINTR). */
 int snap_wait_exited(int pid, int block);

@@ -36,19 +36,15 @@ struct S3WatchTests {
             names(in: "processing").flatMap { names(in: "processing/\($0)") }
         }
 
-        func start(store: String, environment: [String: String], log: String) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: CLI.binary)
-            process.arguments = ["watch", root + "/up", "--store", store, "--settle", "200ms", "--jobs", "2", "--worker-id", "w1",
-                                 "--lease-timeout", "2s", "--log-level", "info"]
+        func start(store: String, environment: [String: String], log: String) throws -> SpawnedProcess {
             var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SNAPTHUMB_") && !$0.key.hasPrefix("AWS_") }
             env.merge(environment) { $1 }
-            process.environment = env
             _ = FileManager.default.createFile(atPath: log, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: log)
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            return process
+            let file = try #require(FileHandle(forWritingAtPath: log))
+            defer { try? file.close() }
+            return try SpawnedProcess(CLI.binary, ["watch", root + "/up", "--store", store, "--settle", "200ms", "--jobs", "2", "--worker-id", "w1",
+                                                   "--lease-timeout", "2s", "--log-level", "info"],
+                                      environment: env, stdout: .null, stderr: .descriptor(file.fileDescriptor))
         }
     }
 

@@ -31,18 +31,9 @@ struct FleetDocsTests {
     }
 
     static func bash(_ script: String, in directory: String, environment: [String: String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-euo", "pipefail", "-c", script]
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AWS_") }.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+        try ChildProcess.combined("/bin/bash", ["-euo", "pipefail", "-c", script],
+                                  environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AWS_") }.merging(environment) { $1 },
+                                  directory: directory)
     }
 
     @Test("every command of 'Wiring a bucket to a queue (AWS)' runs as written against moto, and the bucket's uploads then reach the queue")

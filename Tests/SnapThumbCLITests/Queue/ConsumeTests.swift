@@ -282,18 +282,13 @@ struct ConsumeTests {
 /// Runs a tool with standard input, for promtool.
 enum ChildProcessRunner {
     static func run(_ executable: String, _ arguments: [String], input: Data) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let stdin = Pipe(), out = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        try stdin.fileHandleForWriting.write(contentsOf: input)
-        try stdin.fileHandleForWriting.close()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        let out = try SpawnedProcess.pipe()
+        let process = try SpawnedProcess(executable, arguments, stdin: .pipe, stdout: .descriptor(out.write.fileDescriptor),
+                                         stderr: .descriptor(out.write.fileDescriptor))
+        try out.write.close()
+        try process.input!.write(contentsOf: input)
+        try process.input!.close()
+        let output = out.read.readDataToEndOfFile()
+        return (process.wait().code, String(decoding: output, as: UTF8.self))
     }
 }

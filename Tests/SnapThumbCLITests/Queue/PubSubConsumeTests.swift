@@ -22,14 +22,9 @@ final class PubSubEmulatorProcess: Sendable {
 
     static let installed: Bool = {
         if ProcessInfo.processInfo.environment["SNAPTHUMB_REQUIRE_PUBSUB_EMULATOR"] == "1" { return true }
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/bin/bash")
-        probe.arguments = ["\(Repo.root)/Scripts/pubsub-emulator.sh", "available"]
-        probe.standardOutput = FileHandle.nullDevice
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return false }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0
+        guard let probe = try? SpawnedProcess("/bin/bash", ["\(Repo.root)/Scripts/pubsub-emulator.sh", "available"],
+                                              stdout: .null, stderr: .null) else { return false }
+        return probe.wait() == SpawnedProcess.Ending(code: 0, signaled: false)
     }()
 
     static let shared: Result<PubSubEmulatorProcess, SnapError> = Result { try PubSubEmulatorProcess() }.mapError { $0 as? SnapError ?? SnapError(.internal, "\($0)") }

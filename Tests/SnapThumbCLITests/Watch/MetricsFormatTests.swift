@@ -5,6 +5,7 @@ import Glibc
 @testable import SystemKit
 @testable import SnapThumbConfig
 import Foundation
+import SnapThumbTesting
 import Testing
 import SnapThumbCore
 
@@ -83,17 +84,10 @@ struct MetricsFormatTests {
             Issue.record("promtool is not installed: run Scripts/setup.sh (Debian package prometheus)")
             return
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: promtool)
-        process.arguments = ["check", "metrics"]
-        process.standardInput = FileHandle(forReadingAtPath: metrics)
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "promtool check metrics: \(output)")
+        let input = try #require(FileHandle(forReadingAtPath: metrics))
+        defer { try? input.close() }
+        let (status, output) = try ChildProcess.combined(promtool, ["check", "metrics"], stdin: .descriptor(input.fileDescriptor))
+        #expect(status == 0, "promtool check metrics: \(output)")
         #expect(output.isEmpty, "promtool found nothing to say: \(output)")
         worker.signal(SIGTERM)
         #expect(worker.waitForExit(seconds: 60) == 0)

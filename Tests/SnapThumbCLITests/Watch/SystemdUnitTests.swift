@@ -11,16 +11,7 @@ struct SystemdUnitTests {
     static var unit: String { root + "/dist/systemd/snapthumb-watch@.service" }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+        try ChildProcess.combined(executable, arguments)
     }
 
     @Test("a template unit of Type=notify with a watchdog, credentials by EnvironmentFile=")

@@ -283,13 +283,8 @@ import SnapThumbCore
         }
         swapper.start()
         for _ in 0..<100 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: WatchHarness.binary)
-            process.arguments = ["backfill", tree, "--store", h.store, "--jobs", "1", "--log-level", "error"]
-            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            process.waitUntilExit()
+            try SpawnedProcess(WatchHarness.binary, ["backfill", tree, "--store", h.store, "--jobs", "1", "--log-level", "error"],
+                               stdout: .null, stderr: .null).wait()
         }
         stop.withLock { $0 = true }
         finished.wait()
