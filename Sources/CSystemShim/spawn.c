@@ -69,7 +69,7 @@ snap_spawn(const char *path, char *const argv[], char *const envp[], const char 
 		posix_spawn_file_actions_destroy(&actions);
 		return status;
 	}
-	if (status == 0) status = stream_action(&actions, in_fd, 0);
+	status = stream_action(&actions, in_fd, 0);
 	if (status == 0) status = stream_action(&actions, out_fd, 1);
 	if (status == 0) status = stream_action(&actions, err_fd, 2);
 	/* In the child, after the dup2s: whatever else this process has open, whenever it was

@@ -35,12 +35,19 @@ public enum ChildProcess {
     /// - Parameters:
     ///   - environment: its whole environment, or nil for this process's.
     ///   - directory: its working directory, or nil for this process's.
+    ///   - input: written to its standard input, which is then closed (nil: `stdin` as given).
     public static func combined(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                                directory: String? = nil, stdin: SpawnedProcess.Stream = .inherit) throws -> (status: Int32, output: String) {
+                                directory: String? = nil, stdin: SpawnedProcess.Stream = .inherit,
+                                input: Data? = nil) throws -> (status: Int32, output: String) {
         let pipe = try SpawnedProcess.pipe()
-        let process = try SpawnedProcess(executable, arguments, environment: environment, directory: directory, stdin: stdin,
+        let process = try SpawnedProcess(executable, arguments, environment: environment, directory: directory,
+                                         stdin: input == nil ? stdin : .pipe,
                                          stdout: .descriptor(pipe.write.fileDescriptor), stderr: .descriptor(pipe.write.fileDescriptor))
         try pipe.write.close()
+        if let input, let writer = process.input {
+            try writer.write(contentsOf: input)
+            try writer.close()
+        }
         let output = pipe.read.readDataToEndOfFile()
         return (process.wait().code, String(decoding: output, as: UTF8.self))
     }

@@ -21,8 +21,7 @@ import Foundation
 ///   own child.
 /// - It is reaped once, by whoever notices its end first, and never signalled after:
 ///   a pid is not recycled under a `signal(_:)`.
-public final class SpawnedProcess: @unchecked Sendable {
-    // @unchecked: `ended` is only read or written with `monitor`'s lock held; the rest is immutable.
+public final class SpawnedProcess: Sendable {
 
     /// A standard stream of the child.
     public enum Stream {
@@ -64,7 +63,8 @@ public final class SpawnedProcess: @unchecked Sendable {
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
                 stdin: Stream = .inherit, stdout: Stream = .inherit, stderr: Stream = .inherit,
                 ownProcessGroup: Bool = true) throws {
-        var opened: [Int32] = []
+        /// The child's ends of its pipes: closed here once it has them (when these are released).
+        var childEnds: [FileHandle] = []
         /// The child's descriptor for one stream, and this process's end of a new pipe.
         func prepare(_ stream: Stream, childReads: Bool) throws -> (child: Int32, mine: FileHandle?) {
             switch stream {
@@ -72,14 +72,13 @@ public final class SpawnedProcess: @unchecked Sendable {
             case .null: return (-2, nil)
             case .descriptor(let fd): return (fd, nil)
             case .pipe:
-                var fds: [Int32] = [-1, -1]
-                guard snap_pipe(&fds) == 0 else { throw Errno(errno) }
-                let (childEnd, myEnd) = childReads ? (fds[0], fds[1]) : (fds[1], fds[0])
-                opened.append(childEnd)
-                return (childEnd, FileHandle(fileDescriptor: myEnd, closeOnDealloc: true))
+                let pipe = try Self.pipe()
+                let (childEnd, myEnd) = childReads ? (pipe.read, pipe.write) : (pipe.write, pipe.read)
+                childEnds.append(childEnd)
+                return (childEnd.fileDescriptor, myEnd)
             }
         }
-        defer { for fd in opened { close(fd) } }
+        defer { for end in childEnds { try? end.close() } }
         let i = try prepare(stdin, childReads: true)
         let o = try prepare(stdout, childReads: false)
         let e = try prepare(stderr, childReads: false)

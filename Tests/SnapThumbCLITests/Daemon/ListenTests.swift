@@ -31,7 +31,7 @@ struct ListenTests {
 
     static func promtool(_ text: String) throws -> (ok: Bool, output: String)? {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") else { return nil }
-        let check = try ChildProcessRunner.run("/usr/bin/promtool", ["check", "metrics"], input: Data(text.utf8))
+        let check = try ChildProcess.combined("/usr/bin/promtool", ["check", "metrics"], input: Data(text.utf8))
         return (check.status == 0, check.output)
     }
 

@@ -167,7 +167,7 @@ struct ConsumeTests {
         #expect(text.contains("snapthumb_consume_messages_received_total"))
         #expect(text.contains("snapthumb_consume_uploads_published_total"))
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") {
-            let check = try ChildProcessRunner.run("/usr/bin/promtool", ["check", "metrics"], input: Data(text.utf8))
+            let check = try ChildProcess.combined("/usr/bin/promtool", ["check", "metrics"], input: Data(text.utf8))
             #expect(check.status == 0, "\(check.output)\n\(text)")
         }
 
@@ -276,19 +276,5 @@ struct ConsumeTests {
         let unconditional = try run([queue, "--source", "s3://\(uploads)/", "--store", "s3://\(uploads)/t"], moto.environment(endpoint: proxy.endpoint))
         #expect(unconditional.status == 2 && unconditional.stderr.contains("conditional writes"), "\(unconditional.stderr)")
         #expect(try moto.depth(queue) == (1, 0), "no message was received")
-    }
-}
-
-/// Runs a tool with standard input, for promtool.
-enum ChildProcessRunner {
-    static func run(_ executable: String, _ arguments: [String], input: Data) throws -> (status: Int32, output: String) {
-        let out = try SpawnedProcess.pipe()
-        let process = try SpawnedProcess(executable, arguments, stdin: .pipe, stdout: .descriptor(out.write.fileDescriptor),
-                                         stderr: .descriptor(out.write.fileDescriptor))
-        try out.write.close()
-        try process.input!.write(contentsOf: input)
-        try process.input!.close()
-        let output = out.read.readDataToEndOfFile()
-        return (process.wait().code, String(decoding: output, as: UTF8.self))
     }
 }
