@@ -102,6 +102,16 @@ snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *
 }
 
 int
+snap_renameat_exclusive(int from_dir, const char *from, int to_dir, const char *to)
+{
+#ifdef SYS_renameat2
+	return syscall(SYS_renameat2, from_dir, from, to_dir, to, 1 /* RENAME_NOREPLACE */) == 0 ? 0 : errno;
+#else
+	return ENOSYS;
+#endif
+}
+
+int
 snap_rename_noreplace(const char *from, const char *to)
 {
 	return snap_renameat_noreplace(AT_FDCWD, from, AT_FDCWD, to);

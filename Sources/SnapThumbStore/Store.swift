@@ -23,6 +23,9 @@ public struct Store: Sendable {
     /// `blobs/sha256` and `manifests`, kept open between uploads (see `OpenDirectories`).
     private let directories = OpenDirectories()
 
+    /// How many new fan-out directories were made beside one the allocator placed (`OpenDirectories.makeBeside`).
+    var fanOutMadeBeside: Int { directories.madeBeside }
+
     /// `StoreLayout.blobs` as path components.
     private static let blobComponents = PathBytes.segments(StoreLayout.blobs)
 
@@ -39,7 +42,9 @@ public struct Store: Sendable {
         // search walked past every inode freed there in the last minutes on a filesystem
         // without a journal: up to a fifth of a backfill's CPU after a store was deleted
         // (docs/performance.md). Where the filesystem has no such flag, nothing changes.
-        if let blobs { FileSystem.markTopDirectory(fd: blobs.fd) }
+        // That search costs a scan of every group per directory: most are made beside one it
+        // placed instead (`OpenDirectories.makeBeside`).
+        if let blobs { directories.spreadsChildren = FileSystem.markTopDirectory(fd: blobs.fd) }
     }
 
     /// The directory that holds `relativePath` and the file's name: `blobs/sha256` or

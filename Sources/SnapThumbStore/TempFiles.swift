@@ -99,7 +99,11 @@ public enum TempFiles {
     public static func removeStale(in top: DirectoryHandle) -> Int {
         var removed = 0
         walk(top) { directory, name, pid in
-            if isStale(directory.status(name), pid: pid), directory.unlink(name) == 0 { removed += 1 }
+            guard isStale(directory.status(name), pid: pid) else { return }
+            // A directory: the empty one a store leaves when killed while making a fan-out
+            // directory (`OpenDirectories.makeBeside`); rmdir removes nothing that is not empty.
+            let code = directory.unlink(name)
+            if code == 0 || (code == EISDIR && directory.removeDirectory(name) == 0) { removed += 1 }
         }
         return removed
     }

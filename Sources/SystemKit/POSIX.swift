@@ -141,6 +141,14 @@ public enum POSIX {
         snap_rename_noreplace(from, to) == 0 ? 0 : errno
     }
 
+    /// Moves `from` (in the directory open as `fromDirectory`) to `to` (in `toDirectory`) only
+    /// by renameat2's RENAME_NOREPLACE: never over anything, an empty directory included, and
+    /// with no check-then-rename fallback. Returns 0 or an errno value (EEXIST; EINVAL or ENOSYS
+    /// where the file system or the kernel cannot).
+    public static func renameExclusive(from fromDirectory: Int32, _ from: String, to toDirectory: Int32, _ to: String) -> Int32 {
+        snap_renameat_exclusive(fromDirectory, from, toDirectory, to)
+    }
+
     /// Swaps `a` and `b` in one step (renameat2 RENAME_EXCHANGE): at no moment is either
     /// name missing. Returns 0 or an errno value.
     public static func renameExchange(_ a: String, _ b: String) -> Int32 {

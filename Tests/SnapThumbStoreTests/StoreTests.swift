@@ -1,6 +1,7 @@
 @testable import SnapThumbStore
 @testable import SystemKit
 import Foundation
+import Synchronization
 @_spi(Testing) import SnapThumbTesting
 import Testing
 import SnapThumbVerify
@@ -42,6 +43,83 @@ struct StoreTests {
         #expect(FileSystem.isTopDirectory(root + "/store/blobs/sha256") == true)
         #expect(FileSystem.isTopDirectory(root + "/store/manifests") == false)
         #expect(FileSystem.isTopDirectory(root + "/store") == false)
+    }
+
+    /// `count` blobs whose digests start with `count` different fan-out names.
+    private static func blobsInDistinctFanOuts(_ count: Int) -> [Blob] {
+        var byPrefix: [Substring: Blob] = [:]
+        var n = 0
+        while byPrefix.count < count {
+            let blob = Blob(Array("blob \(n)".utf8))
+            if byPrefix[blob.hex.prefix(2)] == nil { byPrefix[blob.hex.prefix(2)] = blob }
+            n += 1
+        }
+        return byPrefix.keys.sorted().map { byPrefix[$0]! }
+    }
+
+    @Test("under the top-directory flag, 7 new fan-out directories in 8 are made beside one the allocator placed; none left half made")
+    func fanOutMadeBeside() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let flagged = FileSystem.isTopDirectory(root + "/blobs/sha256") == true
+        let blobs = Self.blobsInDistinctFanOuts(64)
+        for blob in blobs { #expect(try store.put(blob, sync: false)) }
+        // The first of each eight is placed by the allocator, the next seven beside it.
+        #expect(store.fanOutMadeBeside == (flagged ? 56 : 0))
+        for blob in blobs {
+            #expect(try Fixtures.bytes("\(root)/\(StoreLayout.blobPath(blob.hex))") == blob.bytes)
+        }
+        let fanOuts = try FileManager.default.contentsOfDirectory(atPath: root + "/blobs/sha256")
+        #expect(Set(fanOuts) == Set(blobs.map { String($0.hex.prefix(2)) }))
+        #expect(TempFiles.find(under: root).isEmpty, "no temporary directory is left in an anchor")
+        // A second store on the same root finds them all and makes none.
+        let again = try Store(root: root)
+        for blob in blobs { #expect(try again.put(blob, sync: false) == false) }
+        #expect(again.fanOutMadeBeside == 0)
+    }
+
+    @Test("stores of several processes making the same fan-out directories at once: each made once, every blob kept, nothing left over")
+    func fanOutRace() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let stores = try (0..<4).map { _ in try Store(root: root) }
+        let blobs = Self.blobsInDistinctFanOuts(96)
+        // Each store writes every blob in the same order: the same fan-out names are made by
+        // four stores at once, as by four workers of one run.
+        let outcomes = Mutex<(created: Int, failures: [String])>((0, []))
+        DispatchQueue.concurrentPerform(iterations: stores.count) { i in
+            for blob in blobs {
+                do {
+                    let created = try stores[i].put(blob, sync: false)
+                    outcomes.withLock { $0.created += created ? 1 : 0 }
+                } catch { outcomes.withLock { $0.failures.append("\(error)") } }
+            }
+        }
+        #expect(outcomes.withLock { $0.failures }.isEmpty)
+        #expect(outcomes.withLock { $0.created } == blobs.count, "each blob created once, found by the other stores")
+        for blob in blobs {
+            #expect(try Fixtures.bytes("\(root)/\(StoreLayout.blobPath(blob.hex))") == blob.bytes)
+        }
+        #expect(TempFiles.find(under: root).isEmpty)
+        let fanOuts = try FileManager.default.contentsOfDirectory(atPath: root + "/blobs/sha256")
+        #expect(Set(fanOuts) == Set(blobs.map { String($0.hex.prefix(2)) }))
+    }
+
+    @Test("an empty temporary directory left by a dead store is removed; one of a live process, or one with anything in it, is not")
+    func staleTempDirectories() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let dead = try Fixtures.deadPID()
+        let anchor = root + "/blobs/sha256/ab"
+        try FileManager.default.createDirectory(atPath: anchor, withIntermediateDirectories: true)
+        let stale = "\(anchor)/.tmp-\(dead)-1-cd", live = "\(anchor)/.tmp-\(getpid())-2-ce", full = "\(anchor)/.tmp-\(dead)-3-cf"
+        for path in [stale, live, full] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false) }
+        try Data("not ours".utf8).write(to: URL(fileURLWithPath: full + "/kept"))
+        #expect(TempFiles.removeStale(under: root) == 1)
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(FileManager.default.fileExists(atPath: full + "/kept"))
     }
 
     @Test("layout: blobs under their digest, manifest under its key, each blob stored once")

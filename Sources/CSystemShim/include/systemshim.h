@@ -41,6 +41,10 @@ int snap_die_with_parent(void);
 int snap_rename_noreplace(const char *from, const char *to);
 /* The same between two open directories (renameat2 with RENAME_NOREPLACE, or a check then renameat). */
 int snap_renameat_noreplace(int from_dir, const char *from, int to_dir, const char *to);
+/* renameat2(RENAME_NOREPLACE) alone, with no fallback: a directory moved this way can never
+ * replace an empty one. 0, or an errno value (EEXIST; EINVAL or ENOSYS where the file system
+ * or the kernel cannot). */
+int snap_renameat_exclusive(int from_dir, const char *from, int to_dir, const char *to);
 /* Swaps two paths in one step, renameat2(RENAME_EXCHANGE): both exist before and after
  * (a directory and a file may trade places). 0, or -1 with errno (EINVAL where the file
  * system cannot, ENOSYS without renameat2). */
