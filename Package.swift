@@ -225,7 +225,7 @@ let package = Package(
         // (Scripts/check-shape.py checks both).
         .testTarget(
             name: "SnapThumbCoreTests",
-            dependencies: ["SnapThumbCore", "SnapThumbStore", "SnapThumbTesting", "FaceKit", "VipsKit", "SystemKit"]
+            dependencies: ["SnapThumbCore", "PixelKit", "SnapThumbStore", "SnapThumbTesting", "FaceKit", "VipsKit", "SystemKit"]
         ),
         .testTarget(
             name: "SnapThumbStoreTests",

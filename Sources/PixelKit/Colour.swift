@@ -16,7 +16,13 @@ public struct Colour: Sendable, Hashable, CustomStringConvertible {
         self.init(red: UInt8(value >> 16 & 0xFF), green: UInt8(value >> 8 & 0xFF), blue: UInt8(value & 0xFF))
     }
 
+    /// `#RRGGBB`, upper-case. Written out by hand: Foundation's `String(format:)` sets up its
+    /// locale machinery on first use (about half a millisecond of every worker's start-up,
+    /// where the recipe is encoded).
     public var description: String {
-        String(format: "#%02X%02X%02X", red, green, blue)
+        let digits = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = [UInt8(ascii: "#")]
+        for value in [red, green, blue] { bytes += [digits[Int(value >> 4)], digits[Int(value & 0xF)]] }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

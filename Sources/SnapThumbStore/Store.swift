@@ -36,7 +36,6 @@ public struct Store: Sendable {
         try Durable.makeDirectories(self.root)
         // Below the root, nothing is followed: a planted symlink is refused here already.
         let blobs = try directories.open(root: self.root, Self.blobComponents[...], create: true, sync: true, missingIsNil: false)
-        _ = try directories.open(root: self.root, [StoreLayout.manifests], create: true, sync: true, missingIsNil: false)
         // The 256 fan-out directories hold unrelated blobs: on ext4, spread them (and so the
         // blobs' inodes) over the block groups. Packed into one group, each new file's inode
         // search walked past every inode freed there in the last minutes on a filesystem
@@ -45,6 +44,31 @@ public struct Store: Sendable {
         // That search costs a scan of every group per directory: most are made beside one it
         // placed instead (`OpenDirectories.makeBeside`).
         if let blobs { directories.spreadsChildren = FileSystem.markTopDirectory(fd: blobs.fd) }
+        // The manifests, one directory of files, are placed by the allocator too rather than
+        // beside the root, where an earlier store's deleted manifests would be walked past.
+        if let blobs, directories.spreadsChildren { try Self.placeManifests(root: self.root, madeIn: blobs) }
+        _ = try directories.open(root: self.root, [StoreLayout.manifests], create: true, sync: true, missingIsNil: false)
+    }
+
+    /// Makes a missing `manifests` in `blobs/sha256` (whose top-directory flag has ext4 place
+    /// each new subdirectory in the emptiest block group) under a temp name, then moves it
+    /// to the root with `renameExclusive`, which never replaces anything. Any step that
+    /// fails leaves the plain `mkdir` that follows to make it; another process that made it
+    /// first wins, and the temp directory is removed.
+    private static func placeManifests(root: String, madeIn blobs: StoreDirectory) throws {
+        let top = Glibc.open(root.isEmpty ? "." : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard top >= 0 else { return }
+        defer { Glibc.close(top) }
+        var st = stat()
+        guard fstatat(top, StoreLayout.manifests, &st, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT else { return }
+        let temp = Durable.tempName(for: StoreLayout.manifests)
+        guard mkdirat(blobs.fd, temp, 0o755) == 0 else { return }
+        guard POSIX.renameExclusive(from: blobs.fd, temp, to: top, StoreLayout.manifests) == 0 else {
+            unlinkat(blobs.fd, temp, AT_REMOVEDIR)
+            return
+        }
+        // Durable as a `mkdir` in the root is (`StoreDirectory.walk`).
+        if fsync(top) != 0 { throw SnapError.io("cannot fsync directory", root, errno: errno) }
     }
 
     /// The directory that holds `relativePath` and the file's name: `blobs/sha256` or

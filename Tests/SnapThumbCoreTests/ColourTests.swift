@@ -4,9 +4,22 @@ import Foundation
 import Testing
 @testable import SnapThumbCore
 import VipsKit
+import PixelKit
 
 @Suite("Colour: sRGB, bit depth, alpha, privacy")
 struct ColourTests {
+    @Test("a colour is written #RRGGBB in upper case and read back the same, every channel value")
+    func hexText() throws {
+        #expect(PixelKit.Colour(red: 10, green: 10, blue: 26).description == "#0A0A1A")
+        #expect(PixelKit.Colour(red: 0, green: 255, blue: 0xF0).description == "#00FFF0")
+        for value in 0...255 {
+            let colour = PixelKit.Colour(red: UInt8(value), green: UInt8(255 - value), blue: UInt8(value / 3))
+            let text = colour.description
+            #expect(text == "#" + [value, 255 - value, value / 3].map { ($0 < 16 ? "0" : "") + String($0, radix: 16, uppercase: true) }.joined())
+            #expect(PixelKit.Colour(hex: text) == colour)
+        }
+    }
+
     /// The reference conversion: the full-size image through icc_transform to
     /// sRGB (relative colorimetric, embedded profile), then the same 100 px centre square.
     static func referenceSquare(_ path: String, fallback: String) throws -> Pixels {

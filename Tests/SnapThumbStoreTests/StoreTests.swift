@@ -79,11 +79,18 @@ struct StoreTests {
         #expect(again.fanOutMadeBeside == 0)
     }
 
-    @Test("stores of several processes making the same fan-out directories at once: each made once, every blob kept, nothing left over")
+    @Test("stores of several processes opened at once and making the same fan-out directories: each made once, every blob kept, nothing left over")
     func fanOutRace() throws {
         let root = Fixtures.tempDirectory()
         defer { Fixtures.remove(root) }
-        let stores = try (0..<4).map { _ in try Store(root: root) }
+        // Opened at once on a fresh root: each makes (or finds) blobs/sha256 and manifests.
+        let opened = Mutex<[Result<Store, any Error>]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            let store = Result { try Store(root: root) }
+            opened.withLock { $0.append(store) }
+        }
+        let stores = try opened.withLock { $0 }.map { try $0.get() }
+        #expect(FileManager.default.fileExists(atPath: root + "/manifests"))
         let blobs = Self.blobsInDistinctFanOuts(96)
         // Each store writes every blob in the same order: the same fan-out names are made by
         // four stores at once, as by four workers of one run.
