@@ -224,6 +224,9 @@ final class OpenDirectories: Sendable {
     private struct Anchor: Sendable {
         let parent: StoreDirectory
         let directory: StoreDirectory
+        /// Its name in `parent` and what that name led to when it was opened.
+        let name: String
+        let identity: FileIdentity?
         var left: Int
     }
     private let anchor = Mutex<Anchor?>(nil)
@@ -257,7 +260,10 @@ final class OpenDirectories: Sendable {
         guard let directory = try parent.open([name][...], create: true, sync: sync, missingIsNil: false) else {
             throw SnapError(.internal, "unreachable: a missing directory below \(parent.path) was not reported")
         }
-        if placed { anchor.withLock { $0 = Anchor(parent: parent, directory: directory, left: Self.besideEachPlaced) } }
+        if placed {
+            let anchored = Anchor(parent: parent, directory: directory, name: name, identity: directory.identity, left: Self.besideEachPlaced)
+            anchor.withLock { $0 = anchored }
+        }
         // Kept with the identity of what was opened: before any later use, the name is checked to
         // lead to exactly that directory. A parent opened anew (its directory removed or
         // replaced) makes every child kept below the old one stale.
@@ -285,16 +291,23 @@ final class OpenDirectories: Sendable {
     /// Killed between the two steps, a process leaves an empty `.tmp-<pid>-…` directory in
     /// the anchor, which `TempFiles.removeStale` removes once that process is gone.
     private func makeBeside(_ name: String, in parent: StoreDirectory, sync: Bool) throws -> Bool {
-        guard let beside = anchor.withLock({ (anchor: inout Anchor?) -> StoreDirectory? in
+        guard let beside = anchor.withLock({ (anchor: inout Anchor?) -> Anchor? in
             guard let current = anchor, current.parent === parent, current.left > 0 else { return nil }
             anchor!.left -= 1
-            return current.directory
+            return current
         }) else { return false }
+        // Only while the anchor is still the fan-out directory of its name here: one moved
+        // elsewhere (or replaced) is not written in.
+        guard let identity = beside.identity, parent.identity(of: beside.name) == identity else {
+            anchor.withLock { $0 = nil }
+            return false
+        }
         let temp = Durable.tempName(for: name)
-        guard mkdirat(beside.fd, temp, 0o755) == 0 else { return false }
-        let moved = POSIX.renameExclusive(from: beside.fd, temp, to: parent.fd, name)
+        let fd = beside.directory.fd
+        guard mkdirat(fd, temp, 0o755) == 0 else { return false }
+        let moved = POSIX.renameExclusive(from: fd, temp, to: parent.fd, name)
         if moved != 0 {
-            unlinkat(beside.fd, temp, AT_REMOVEDIR)
+            unlinkat(fd, temp, AT_REMOVEDIR)
             return moved == EEXIST
         }
         // Durable as a `mkdir` in `parent` is (`StoreDirectory.walk`).

@@ -79,6 +79,28 @@ struct StoreTests {
         #expect(again.fanOutMadeBeside == 0)
     }
 
+    @Test("a fan-out directory moved out of the store is not made into an anchor's place: nothing is written in it")
+    func movedAnchor() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root + "/store")
+        let flagged = FileSystem.isTopDirectory(root + "/store/blobs/sha256") == true
+        let blobs = Self.blobsInDistinctFanOuts(9)
+        #expect(try store.put(blobs[0], sync: false))
+        let first = String(blobs[0].hex.prefix(2))
+        #expect(rename("\(root)/store/blobs/sha256/\(first)", "\(root)/moved") == 0)
+        // The moved anchor is dropped: the next directory is placed anew (not made beside the moved
+        // one), the 7 after it beside that one.
+        #expect(try store.put(blobs[1], sync: false))
+        #expect(store.fanOutMadeBeside == 0)
+        for blob in blobs.dropFirst(2) { #expect(try store.put(blob, sync: false)) }
+        #expect(store.fanOutMadeBeside == (flagged ? 7 : 0))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/moved") == [blobs[0].hex])
+        for blob in blobs.dropFirst() {
+            #expect(try Fixtures.bytes("\(root)/store/\(StoreLayout.blobPath(blob.hex))") == blob.bytes)
+        }
+    }
+
     @Test("stores of several processes opened at once and making the same fan-out directories: each made once, every blob kept, nothing left over")
     func fanOutRace() throws {
         let root = Fixtures.tempDirectory()
