@@ -215,7 +215,9 @@ public struct Backfill: Sendable {
         switch isolation {
         case .threads:
             let loop = workerLoop
-            launch = .thread { input, output in loop.serve(input: input, output: output, commitDelay: batchGroupCommitDelay) }
+            launch = .thread { input, output in
+                loop.serve(input: input, output: output, commitDelay: batchGroupCommitDelay, heldAnswers: WorkerLoop.batchHeldAnswers)
+            }
         case .processes(let executable):
             launch = .process(executable: executable, arguments: try workerArguments())
         }

@@ -22,19 +22,33 @@ public struct WorkerLoop: Sendable {
         self.reader = reader
     }
 
+    /// How many `staged` answers a batch run's worker holds before it writes them
+    /// (`serve(heldAnswers:)`).
+    public static let batchHeldAnswers = 4
+
     /// The worker side: reads jobs from `input`, answers on `output`, until input ends.
-    /// - Parameter commitDelay: how long the group commit gathers a batch (seconds).
-    public func serve(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = defaultGroupCommitDelay) {
-        // Replies come from this thread and the committer's: one line at a time.
-        let outputLock = Mutex(())
+    /// - Parameters:
+    ///   - commitDelay: how long the group commit gathers a batch (seconds).
+    ///   - heldAnswers: up to how many `staged` answers are held and written together, as
+    ///     long as the next job is already waiting (all of them before this worker would wait
+    ///     for one, and before any other answer). Each answer written wakes the parent: on
+    ///     one CPU, two context switches a snap. 1 (a daemon's worker): each at once, since
+    ///     its pool starts a job's deadline clock from the answer before it and keeps one or
+    ///     two jobs ahead for latency. A batch run (backfill, bench) has no deadline and
+    ///     eight jobs ahead: `batchHeldAnswers`.
+    public func serve(input: FileHandle = .standardInput, output: FileHandle = .standardOutput, commitDelay: Double = defaultGroupCommitDelay,
+                      heldAnswers: Int = 1) {
+        // Replies come from this thread and the committer's: one write at a time, in order.
+        let answers = AnswerWriter(holding: heldAnswers) { try? output.write(contentsOf: $0) }
         @Sendable func reply(_ r: WorkerProtocol.Reply) {
             var r = r
             // The parent reads the peak only from a job's last reply (not from `staged`).
             if r.outcome != "staged" { r.rss = ResourceUsage.ownPeakRSSBytes }
             var line = Data(WorkerLine.encode(r))
             line.append(0x0A)
-            outputLock.withLock { _ in try? output.write(contentsOf: line) }
+            answers.answer(line, mayWait: r.outcome == "staged")
         }
+        @Sendable func writeHeld() { answers.writeHeld() }
         let committer: any UploadCommitter<(Int, Double, String?, Bool, Bool)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
@@ -49,7 +63,7 @@ public struct WorkerLoop: Sendable {
         // With no job waiting, nothing more can join the committer's batch: let it
         // commit now rather than wait for company (at the end of a run, the
         // parent's next files may wait for exactly these commits).
-        while let line = reader.next(beforeBlocking: { committer.flush() }) {
+        while let line = reader.next(beforeBlocking: { writeHeld(); committer.flush() }) {
             guard let job = WorkerLine.job(line) else { continue }
             if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
             var entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
@@ -73,6 +87,7 @@ public struct WorkerLoop: Sendable {
                 reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, variants: variants))
             }
         }
+        writeHeld()
         committer.finish()
     }
 
@@ -113,6 +128,38 @@ public struct WorkerLoop: Sendable {
             return .done(.failed(error))
         } catch {
             return .done(.failed(SnapError(.internal, "\(error)")))
+        }
+    }
+}
+
+/// A worker's answers on their way out: written in order, one write at a time, with up to
+/// `holding` answers that may wait (`staged`) kept back and written together with the one
+/// that fills the count, with any answer that may not wait, or by `writeHeld`.
+final class AnswerWriter: Sendable {
+    private let holding: Int
+    private let write: @Sendable (Data) -> Void
+    private let held = Mutex((lines: Data(), count: 0))
+
+    init(holding: Int, write: @escaping @Sendable (Data) -> Void) {
+        self.holding = max(1, holding)
+        self.write = write
+    }
+
+    func answer(_ line: Data, mayWait: Bool) {
+        held.withLock { held in
+            held.lines.append(line)
+            held.count += 1
+            if mayWait, held.count < holding { return }
+            write(held.lines)
+            held = (Data(), 0)
+        }
+    }
+
+    func writeHeld() {
+        held.withLock { held in
+            guard held.count > 0 else { return }
+            write(held.lines)
+            held = (Data(), 0)
         }
     }
 }

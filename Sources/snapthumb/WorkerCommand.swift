@@ -111,7 +111,9 @@ struct WorkerStart {
             printError("worker: \(error.code.rawValue): \(error.message)")
             throw ExitCode(1)
         }
-        WorkerLoop(pipeline: pipeline, store: store, reader: reader).serve(commitDelay: max(0, commitDelayMs) / 1000)
+        // A daemon's worker (`--isolated`) answers each job at once (`WorkerLoop.serve`).
+        WorkerLoop(pipeline: pipeline, store: store, reader: reader)
+            .serve(commitDelay: max(0, commitDelayMs) / 1000, heldAnswers: isolated ? 1 : WorkerLoop.batchHeldAnswers)
     }
 }
 

@@ -1,6 +1,7 @@
 @testable import SnapThumbStore
 @testable import SystemKit
 import Foundation
+import Synchronization
 @_spi(Testing) import SnapThumbTesting
 import Testing
 import SnapThumbCore
@@ -85,5 +86,48 @@ struct WorkerLineTests {
             #expect(WorkerLine.job(Data(text.utf8)) == nil, "\(text)")
             #expect(WorkerLine.reply(Data(text.utf8)) == nil, "\(text)")
         }
+    }
+}
+
+@Suite("A worker's answers")
+struct AnswerWriterTests {
+    /// Every write the writer makes, as the lines it held.
+    final class Writes: Sendable {
+        let all = Mutex<[[String]]>([])
+        func record(_ data: Data) {
+            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+            all.withLock { $0.append(lines) }
+        }
+        var lines: [[String]] { all.withLock { $0 } }
+    }
+
+    private static func line(_ text: String) -> Data { Data((text + "\n").utf8) }
+
+    @Test("a batch run's worker writes up to four staged answers together, and every other answer at once after them, in order")
+    func batch() {
+        let writes = Writes()
+        let answers = AnswerWriter(holding: 4) { writes.record($0) }
+        for i in 0..<3 { answers.answer(Self.line("s\(i)"), mayWait: true) }
+        #expect(writes.lines.isEmpty)
+        answers.answer(Self.line("s3"), mayWait: true)
+        #expect(writes.lines == [["s0", "s1", "s2", "s3"]])
+        answers.answer(Self.line("s4"), mayWait: true)
+        answers.answer(Self.line("p0"), mayWait: false)
+        #expect(writes.lines.last == ["s4", "p0"])
+        answers.answer(Self.line("s5"), mayWait: true)
+        answers.writeHeld()
+        answers.writeHeld()
+        #expect(writes.lines.last == ["s5"])
+        #expect(writes.lines.count == 3)
+    }
+
+    @Test("a daemon's worker writes each answer at once")
+    func daemon() {
+        let writes = Writes()
+        let answers = AnswerWriter(holding: 1) { writes.record($0) }
+        answers.answer(Self.line("s0"), mayWait: true)
+        answers.answer(Self.line("p0"), mayWait: false)
+        answers.writeHeld()
+        #expect(writes.lines == [["s0"], ["p0"]])
     }
 }
