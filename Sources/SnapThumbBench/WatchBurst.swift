@@ -140,7 +140,7 @@ struct WatchDaemon {
     }
 
     func stop() {
-        process.signal(SIGTERM)
+        process.terminate()
         process.wait()
     }
 }

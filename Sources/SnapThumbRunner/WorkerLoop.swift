@@ -48,7 +48,6 @@ public struct WorkerLoop: Sendable {
             line.append(0x0A)
             answers.answer(line, mayWait: r.outcome == "staged")
         }
-        @Sendable func writeHeld() { answers.writeHeld() }
         let committer: any UploadCommitter<(Int, Double, String?, Bool, Bool)> = store.makeCommitter(maxDelay: commitDelay) { tag, upload, error in
             if let error {
                 reply(.init(i: tag.0, outcome: "failed", ms: tag.1, code: error.code, message: error.message, variants: nil))
@@ -63,7 +62,7 @@ public struct WorkerLoop: Sendable {
         // With no job waiting, nothing more can join the committer's batch: let it
         // commit now rather than wait for company (at the end of a run, the
         // parent's next files may wait for exactly these commits).
-        while let line = reader.next(beforeBlocking: { writeHeld(); committer.flush() }) {
+        while let line = reader.next(beforeBlocking: { answers.writeHeld(); committer.flush() }) {
             guard let job = WorkerLine.job(line) else { continue }
             if let blobs = job.blobs { store.knownBlobs?.insert(contentsOf: blobs) }
             var entry = FileWalker.Entry(relativePath: job.key, path: job.path, size: job.size,
@@ -87,7 +86,7 @@ public struct WorkerLoop: Sendable {
                 reply(.init(i: job.i, outcome: "processed", ms: ms, code: nil, message: nil, variants: variants))
             }
         }
-        writeHeld()
+        answers.writeHeld()
         committer.finish()
     }
 

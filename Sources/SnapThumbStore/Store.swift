@@ -50,25 +50,17 @@ public struct Store: Sendable {
         _ = try directories.open(root: self.root, [StoreLayout.manifests], create: true, sync: true, missingIsNil: false)
     }
 
-    /// Makes a missing `manifests` in `blobs/sha256` (whose top-directory flag has ext4 place
-    /// each new subdirectory in the emptiest block group) under a temp name, then moves it
-    /// to the root with `renameExclusive`, which never replaces anything. Any step that
-    /// fails leaves the plain `mkdir` that follows to make it; another process that made it
-    /// first wins, and the temp directory is removed.
+    /// Makes a missing `manifests` by way of `blobs/sha256` (whose top-directory flag has ext4
+    /// place each new subdirectory in the emptiest block group), moved to the root
+    /// (`StoreDirectory.makeDirectory(_:movedInto:…)`). Whatever fails leaves the plain
+    /// `mkdir` that follows to make it; another process that made it first wins.
     private static func placeManifests(root: String, madeIn blobs: StoreDirectory) throws {
         let top = Glibc.open(root.isEmpty ? "." : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard top >= 0 else { return }
         defer { Glibc.close(top) }
         var st = stat()
         guard fstatat(top, StoreLayout.manifests, &st, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT else { return }
-        let temp = Durable.tempName(for: StoreLayout.manifests)
-        guard mkdirat(blobs.fd, temp, 0o755) == 0 else { return }
-        guard POSIX.renameExclusive(from: blobs.fd, temp, to: top, StoreLayout.manifests) == 0 else {
-            unlinkat(blobs.fd, temp, AT_REMOVEDIR)
-            return
-        }
-        // Durable as a `mkdir` in the root is (`StoreDirectory.walk`).
-        if fsync(top) != 0 { throw SnapError.io("cannot fsync directory", root, errno: errno) }
+        _ = try blobs.makeDirectory(StoreLayout.manifests, movedInto: top, shownAs: root, sync: true)
     }
 
     /// The directory that holds `relativePath` and the file's name: `blobs/sha256` or
