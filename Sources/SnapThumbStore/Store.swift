@@ -138,13 +138,13 @@ public struct Store: Sendable {
     }
 
     /// Moves a complete temp manifest to `name` without ever replacing a manifest
-    /// that `KeyConflict.decide` says to keep: link(2) creates only; on EEXIST the
+    /// that `KeyConflict.decide` says to keep: `moveNew` creates only; on EEXIST the
     /// existing manifest is read and compared. The temp file is gone afterwards.
     func place(_ temp: String, as name: String, in directory: StoreDirectory, _ manifest: Manifest) throws -> PublishOutcome {
+        let moved = directory.moveNew(temp, name)
+        if moved == 0 { return .created }
         defer { directory.unlink(temp) }
-        let linked = directory.link(temp, name)
-        if linked == 0 { return .created }
-        guard linked == EEXIST else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: linked) }
+        guard moved == EEXIST else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: moved) }
         let existing = (try? directory.readIfExists(name)).flatMap { $0 }.flatMap { try? Manifest.decode(Data($0)) }
         func replace() throws {
             let code = directory.rename(temp, name)
@@ -283,12 +283,12 @@ public struct Store: Sendable {
         if directory.exists(name) { return try verifyExisting(name, in: directory, blob, sync: sync) }
         let temp = directory.tempName(for: blob.hex)
         try directory.writeNew(temp, blob.bytes, sync: sync)
-        defer { directory.unlink(temp) }
-        // link(2) never replaces an existing file, unlike rename(2).
-        let code = directory.link(temp, name)
+        // Never over an existing file, unlike rename(2).
+        let code = directory.moveNew(temp, name)
         if code != 0 {
+            directory.unlink(temp)
             if code == EEXIST { return try verifyExisting(name, in: directory, blob, sync: sync) }
-            throw SnapError.io("cannot link blob into place at", directory.display(name), errno: code)
+            throw SnapError.io("cannot move blob into place at", directory.display(name), errno: code)
         }
         if sync { try directory.sync() }
         return true

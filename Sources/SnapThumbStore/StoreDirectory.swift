@@ -152,6 +152,19 @@ final class StoreDirectory: Sendable {
         linkat(fd, from, fd, to, 0) == 0 ? 0 : errno
     }
 
+    /// Moves the complete file `from` to `to` within this directory, never replacing
+    /// anything: renameat2's RENAME_NOREPLACE, one step; where the file system or the
+    /// kernel has no such rename (EINVAL, ENOSYS, EOPNOTSUPP), `link(2)` and then an unlink
+    /// of `from`, as before. Returns 0 (`from` is gone) or an errno value (EEXIST: `to`
+    /// exists; `from` is then still there).
+    func moveNew(_ from: String, _ to: String) -> Int32 {
+        let moved = POSIX.renameExclusive(from: fd, from, to: fd, to)
+        guard moved == EINVAL || moved == ENOSYS || moved == EOPNOTSUPP else { return moved }
+        let linked = link(from, to)
+        if linked == 0 { unlink(from) }
+        return linked
+    }
+
     /// `rename(2)` within this directory (replaces `to`). Returns 0 or an errno value.
     func rename(_ from: String, _ to: String) -> Int32 {
         renameat(fd, from, fd, to) == 0 ? 0 : errno

@@ -10,9 +10,9 @@ import Logging
 import SnapThumbConfig
 
 /// Events from a directory (watch's `incoming/`) via inotify: close-write (written in
-/// place) and moved-to (renamed in); with `created`, also new links (a store publishing a
-/// manifest with link(2), which `bench` watches for). Runs on its own thread, blocked in
-/// poll(2) when idle.
+/// place) and moved-to (renamed in); with `created`, also new links (a store publishes a
+/// manifest by a rename, or by link(2) where the file system has no RENAME_NOREPLACE;
+/// `bench` watches for both). Runs on its own thread, blocked in poll(2) when idle.
 public final class InotifyWatcher: Sendable {
     public enum Event { case written(Name), movedIn(Name), created(Name), overflow }
 
