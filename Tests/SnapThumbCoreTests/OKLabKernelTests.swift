@@ -168,6 +168,41 @@ struct OKLabKernelTests {
         }
     }
 
+    /// Cells of crafted OKLab colours, not photos: values on a coarse lattice (so that a pixel
+    /// is often exactly as far from both seeds, and the first-of-equals rules decide), cells
+    /// of two colours (the 2-means settles at once), near-flat cells (the 0.06 test), signed
+    /// zeros and a NaN here and there. The C kernel takes four cells at a time: every cell
+    /// count and size must give `DrawnGrid.representative`'s bits, each cell on its own.
+    @Test("drawn cells: crafted colours with ties, flat cells, signed zeros and NaN give each cell's representative",
+          arguments: [(25, 4), (9, 4), (7, 3), (6, 2), (5, 1), (3, 8)])
+    func craftedCells(n: Int, factor: Int) {
+        var random = Random(state: 41)
+        let side = n * factor
+        for kind in 0..<5 {
+            let seeds = (0..<4).map { _ in OKLab(l: random.unit(), a: random.unit() - 0.5, b: random.unit() - 0.5) }
+            let colours: [OKLab] = (0..<(side * side)).map { _ in
+                switch kind {
+                case 0: return OKLab(l: Double(random.next() % 4) / 4, a: Double(random.next() % 3) / 4 - 0.25, b: Double(random.next() % 3) / 4 - 0.25)
+                case 1: return seeds[Int(random.next() % 2)]
+                case 2: let s = seeds[0]; return OKLab(l: s.l + random.unit() * 0.01, a: s.a, b: s.b + random.unit() * 0.01)
+                case 3: return OKLab(l: random.next() % 2 == 0 ? 0.0 : -0.0, a: random.next() % 2 == 0 ? 0.0 : -0.0, b: 0.0)
+                default: return random.next() % 40 == 0 ? OKLab(l: .nan, a: 0, b: 0) : seeds[Int(random.next() % 4)]
+                }
+            }
+            let lab = colours.flatMap { [$0.l, $0.a, $0.b] }
+            let grid = OKLab.interleaved(OKLabKernels.drawnCells(lab: lab, side: side, factor: factor))
+            var expected: [OKLab] = []
+            for y in 0..<n {
+                for x in 0..<n {
+                    var block: [OKLab] = []
+                    for dy in 0..<factor { for dx in 0..<factor { block.append(colours[(y * factor + dy) * side + x * factor + dx]) } }
+                    expected.append(DrawnGrid.representative(block))
+                }
+            }
+            #expect(Self.bits(grid) == Self.bits(expected), "kind \(kind), \(n)×\(n) cells of \(factor)×\(factor)")
+        }
+    }
+
     @Test("gamut clip: the same colours as OKLab.clippedToGamut, inside, outside, on the edges and at odd counts")
     func gamutClip() {
         var random = Random(state: 27)
