@@ -132,8 +132,9 @@ public struct Bench: Sendable {
         var stores: [String] = [], outputs: [String] = []
         defer {
             for path in outputs + (options.keepStore ? [] : stores) { try? FileManager.default.removeItem(atPath: path) }
-            // Written back, deleted inodes stop being "recent" after 5 s instead of
-            // 5 min: the next run on this filesystem is not slowed by this one.
+            // Written back, deleted inodes stop being "recent" after a minute instead of
+            // six (ext4's RECENTCY_MIN and RECENTCY_DIRTY): a next run within that minute
+            // still walks past them in the block groups this one used.
             _ = FileSystem.syncfs(options.tempDirectory)
         }
         // Start from a clean filesystem: earlier writes (a corpus just made) are not
