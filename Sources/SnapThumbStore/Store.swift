@@ -11,11 +11,12 @@ import SystemKit
 ///     <root>/manifests/<key>.json             one manifest per upload, published last
 ///
 /// A reader never sees a manifest whose blobs are missing or partial: blobs
-/// are written to a temp file in their final directory, fsynced, linked into
-/// place without replacing anything, and their directory fsynced; the manifest
-/// is then linked into place (create-only, so two workers cannot both publish a
-/// key) and its directory fsynced. When the key already has a manifest,
-/// `KeyConflict.decide` says whether it is a repeat, a re-derive or a conflict.
+/// are written to a temp file in their final directory and moved into place
+/// without replacing anything; the manifest, written to a temp file beside the
+/// upload's first blob, is moved into place only once they are durable
+/// (create-only, so two workers cannot both publish a key), then made durable
+/// itself. When the key already has a manifest, `KeyConflict.decide` says whether
+/// it is a repeat, a re-derive or a conflict.
 public struct Store: Sendable {
     public let root: String
     /// What a publish does when the key has a manifest of other source bytes.
@@ -137,17 +138,19 @@ public struct Store: Sendable {
         return outcome
     }
 
-    /// Moves a complete temp manifest to `name` without ever replacing a manifest
-    /// that `KeyConflict.decide` says to keep: `moveNew` creates only; on EEXIST the
-    /// existing manifest is read and compared. The temp file is gone afterwards.
-    func place(_ temp: String, as name: String, in directory: StoreDirectory, _ manifest: Manifest) throws -> PublishOutcome {
-        let moved = directory.moveNew(temp, name)
+    /// Moves a complete temp manifest (`staged.manifestTemp` in `staged.tempDirectory`) to its
+    /// name without ever replacing a manifest that `KeyConflict.decide` says to keep: `moveNew`
+    /// creates only; on EEXIST the existing manifest is read and compared. The temp file is gone
+    /// afterwards.
+    func place(_ staged: Staged) throws -> PublishOutcome {
+        let (directory, name, temp, manifest) = (staged.directory, staged.manifestName, staged.manifestTemp, staged.upload.manifest)
+        let moved = staged.tempDirectory.moveNew(temp, to: directory, as: name)
         if moved == 0 { return .created }
-        defer { directory.unlink(temp) }
+        defer { staged.tempDirectory.unlink(temp) }
         guard moved == EEXIST else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: moved) }
         let existing = (try? directory.readIfExists(name)).flatMap { $0 }.flatMap { try? Manifest.decode(Data($0)) }
         func replace() throws {
-            let code = directory.rename(temp, name)
+            let code = staged.tempDirectory.rename(temp, to: directory, as: name)
             guard code == 0 else { throw SnapError.io("cannot publish manifest", directory.display(name), errno: code) }
         }
         switch KeyConflict.decide(existing: existing, new: manifest, policy: onConflict) {
@@ -168,8 +171,11 @@ public struct Store: Sendable {
     /// manifest under a temporary name: what `publishBatch` takes.
     public struct Staged: Sendable {
         public let upload: ProcessedUpload
+        /// The manifest's directory and its name there.
         let directory: StoreDirectory
         let manifestName: String
+        /// Where the temp manifest is: the directory of the upload's first blob (see `stage`), or `directory`.
+        let tempDirectory: StoreDirectory
         let manifestTemp: String
     }
 
@@ -191,14 +197,27 @@ public struct Store: Sendable {
         // `fstatat` below it (`blobDirectory`), instead of two path walks, an `openat` and
         // a `close` per blob (docs/performance.md).
         let blobs = try blobsDirectory(sync: false)
+        var firstBlobDirectory: StoreDirectory?
         for blob in upload.blobs {
             let directory = try blobDirectory(of: blob, in: blobs, sync: false)
+            if firstBlobDirectory == nil { firstBlobDirectory = directory }
             if try put(blob, in: directory, as: blob.hex, sync: false) { created.append((directory, blob.hex)) }
         }
         let (directory, name) = try manifestDirectory(for: upload.manifest.key, create: true, sync: false)
-        let temp = directory.tempName(for: name)
-        try directory.writeNew(temp, manifestFile(upload.manifest), sync: false)
-        return Staged(upload: upload, directory: directory, manifestName: name, manifestTemp: temp)
+        // The temp manifest is written beside the upload's first blob and moved into
+        // `manifests` when published, so that its inode comes from that fan-out directory's
+        // block group (spread over the disk, `OpenDirectories.child`) rather than all of a
+        // store's from the one group of `manifests`: on ext4 without a journal, each new inode
+        // walks past every inode freed in its group in the last minute, and the manifests of a
+        // store deleted just before were all there (a tenth of a 1,000-snap backfill's CPU
+        // right after one, docs/performance-log.md). Beside the manifest when the two are on
+        // different file systems (a rename cannot cross them).
+        let tempDirectory = firstBlobDirectory.flatMap { blobDirectory in
+            blobDirectory.identity?.device == directory.identity?.device ? blobDirectory : nil
+        } ?? directory
+        let temp = tempDirectory.tempName(for: name)
+        try tempDirectory.writeNew(temp, manifestFile(upload.manifest), sync: false)
+        return Staged(upload: upload, directory: directory, manifestName: name, tempDirectory: tempDirectory, manifestTemp: temp)
     }
 
     /// The durable write order, in one place (`commit`, `publishBatch` and the
@@ -216,7 +235,7 @@ public struct Store: Sendable {
         }
         return (nil, staged.map { item in
             do {
-                return .success(try place(item.manifestTemp, as: item.manifestName, in: item.directory, item.upload.manifest))
+                return .success(try place(item))
             } catch {
                 return .failure(error as? SnapError ?? SnapError(.io, "\(error)"))
             }
@@ -243,7 +262,7 @@ public struct Store: Sendable {
 
     /// Removes a staged upload's temporary manifest (its blobs stay: see `stage`).
     public func discard(_ staged: Staged) {
-        staged.directory.unlink(staged.manifestTemp)
+        staged.tempDirectory.unlink(staged.manifestTemp)
     }
 
     /// Syncs the filesystem that holds the store (`syncfs`).

@@ -158,16 +158,26 @@ final class StoreDirectory: Sendable {
     /// of `from`, as before. Returns 0 (`from` is gone) or an errno value (EEXIST: `to`
     /// exists; `from` is then still there).
     func moveNew(_ from: String, _ to: String) -> Int32 {
-        let moved = POSIX.renameExclusive(from: fd, from, to: fd, to)
+        moveNew(from, to: self, as: to)
+    }
+
+    /// `moveNew` into another directory of the same file system, `target`, as `name`.
+    func moveNew(_ from: String, to target: StoreDirectory, as name: String) -> Int32 {
+        let moved = POSIX.renameExclusive(from: fd, from, to: target.fd, name)
         guard moved == EINVAL || moved == ENOSYS || moved == EOPNOTSUPP else { return moved }
-        let linked = link(from, to)
+        let linked = linkat(fd, from, target.fd, name, 0) == 0 ? 0 : errno
         if linked == 0 { unlink(from) }
         return linked
     }
 
     /// `rename(2)` within this directory (replaces `to`). Returns 0 or an errno value.
     func rename(_ from: String, _ to: String) -> Int32 {
-        renameat(fd, from, fd, to) == 0 ? 0 : errno
+        rename(from, to: self, as: to)
+    }
+
+    /// `rename(2)` into `target` as `name` (replaces it). Returns 0 or an errno value.
+    func rename(_ from: String, to target: StoreDirectory, as name: String) -> Int32 {
+        renameat(fd, from, target.fd, name) == 0 ? 0 : errno
     }
 
     func unlink(_ name: String) { unlinkat(fd, name, 0) }

@@ -260,6 +260,36 @@ struct StoreTests {
         for blob in grey.blobs { #expect(!FileManager.default.fileExists(atPath: "\(root)/\(blob.path)")) }
     }
 
+    @Test("a staged manifest waits beside its first blob and is moved into manifests/ when published; repeats, conflicts and discards leave no temp file")
+    func manifestTempBesideBlob() throws {
+        let root = Fixtures.tempDirectory()
+        defer { Fixtures.remove(root) }
+        let store = try Store(root: root)
+        let pipeline = try Fixtures.pipeline()
+        let upload = try pipeline.process(file: Fixtures.sample("snaps/phone-portrait.jpg"), key: "k/a.jpg")
+        let staged = try store.stage(upload)
+        let fanOut = "\(root)/blobs/sha256/\(upload.blobs[0].hex.prefix(2))"
+        let waiting = TempFiles.find(under: fanOut)
+        #expect(waiting.count == 1 && waiting.allSatisfy { $0.path.hasSuffix("a.jpg.json") && $0.pid == getpid() }, "\(waiting)")
+        #expect(TempFiles.find(under: "\(root)/manifests").isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: "\(root)/manifests/k/a.jpg.json"))
+
+        #expect(store.publishBatch([staged]) == [nil])
+        let published = try #require(FileManager.default.contents(atPath: "\(root)/manifests/k/a.jpg.json"))
+        #expect(try Manifest.decode(published).key == "k/a.jpg")
+        #expect(TempFiles.find(under: root).isEmpty)
+
+        // The same upload again (a repeat), another source under the key (refused), one discarded.
+        #expect(store.publishBatch([try store.stage(upload)]) == [nil])
+        let other = try pipeline.process(file: Fixtures.sample("snaps/tiny.png"), key: "k/a.jpg")
+        #expect(store.publishBatch([try store.stage(other)]).first??.code == .conflict)
+        store.discard(try store.stage(try pipeline.process(file: Fixtures.sample("snaps/grey.jpg"), key: "k/b.jpg")))
+        #expect(TempFiles.find(under: root).isEmpty)
+        #expect(FileManager.default.contents(atPath: "\(root)/manifests/k/a.jpg.json") == published)
+        #expect(!FileManager.default.fileExists(atPath: "\(root)/manifests/k/b.jpg.json"))
+        #expect(try StoreVerifier.verify(root: root).isClean)
+    }
+
     @Test("a failed commit leaves nothing behind")
     func failedCommitRollsBack() throws {
         let root = Fixtures.tempDirectory()
