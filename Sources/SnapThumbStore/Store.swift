@@ -213,7 +213,7 @@ public struct Store: Sendable {
         // right after one, docs/performance-log.md). Beside the manifest when the two are on
         // different file systems (a rename cannot cross them).
         let tempDirectory = firstBlobDirectory.flatMap { blobDirectory in
-            blobDirectory.identity?.device == directory.identity?.device ? blobDirectory : nil
+            blobDirectory.device != nil && blobDirectory.device == directory.device ? blobDirectory : nil
         } ?? directory
         let temp = tempDirectory.tempName(for: name)
         try tempDirectory.writeNew(temp, manifestFile(upload.manifest), sync: false)

@@ -20,10 +20,15 @@ final class StoreDirectory: Sendable {
     let fd: Int32
     /// The directory's path, for messages.
     let path: String
+    /// The file system it is on (`st_dev`), nil if `fstat` failed: a rename between two
+    /// directories works only on one.
+    let device: UInt64?
 
     private init(fd: Int32, path: String) {
         self.fd = fd
         self.path = path
+        var st = stat()
+        self.device = fstat(fd, &st) == 0 ? UInt64(st.st_dev) : nil
     }
 
     deinit { close(fd) }
