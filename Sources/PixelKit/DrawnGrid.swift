@@ -263,49 +263,61 @@ public enum DrawnGrid {
         let face = faces.count == n * n ? faces : [Bool](repeating: false, count: n * n)
         let meanL = grid.reduce(0) { $0 + $1.l } / Double(grid.count)
         let stretched = grid.map { meanL + ($0.l - meanL) * lift.lightness }
-        func at(_ values: [Double], _ x: Int, _ y: Int) -> Double {
-            values[min(n - 1, max(0, y)) * n + min(n - 1, max(0, x))]
-        }
+        // Each row's and column's neighbours, clamped: past the edge the edge cell stands in.
+        // The sums below add the same cells in the same order as a loop over dy, then dx.
+        let before = (0..<n).map { max(0, $0 - 1) }, after = (0..<n).map { min(n - 1, $0 + 1) }
         var lightness = [Double](repeating: 0, count: n * n)
         for y in 0..<n {
+            let up = before[y] * n, row = y * n, down = after[y] * n
             for x in 0..<n {
+                let xl = before[x], xr = after[x]
                 var sum = 0.0
-                for dy in -1...1 { for dx in -1...1 { sum += at(stretched, x + dx, y + dy) } }
-                let l = stretched[y * n + x], local = lift.local * (l - sum / 9)
-                lightness[y * n + x] = face[y * n + x] ? max(grid[y * n + x].l, l + local) : l + local
+                sum += stretched[up + xl]; sum += stretched[up + x]; sum += stretched[up + xr]
+                sum += stretched[row + xl]; sum += stretched[row + x]; sum += stretched[row + xr]
+                sum += stretched[down + xl]; sum += stretched[down + x]; sum += stretched[down + xr]
+                let l = stretched[row + x], local = lift.local * (l - sum / 9)
+                lightness[row + x] = face[row + x] ? max(grid[row + x].l, l + local) : l + local
             }
         }
         if let threshold = lift.outline {
-            let before = lightness
+            let unmarked = lightness
             var marked = [Bool](repeating: false, count: n * n)
             for y in 0..<n {
-                for x in 0..<n where !face[y * n + x] {
-                    let l = before[y * n + x]
-                    let lightest = max(at(before, x + 1, y), at(before, x - 1, y), at(before, x, y + 1), at(before, x, y - 1))
-                    marked[y * n + x] = lightest - l > threshold
+                let up = before[y] * n, row = y * n, down = after[y] * n
+                for x in 0..<n where !face[row + x] {
+                    let l = unmarked[row + x]
+                    let lightest = max(unmarked[row + after[x]], unmarked[row + before[x]], unmarked[down + x], unmarked[up + x])
+                    marked[row + x] = lightest - l > threshold
                 }
             }
             for y in 0..<n {
                 for x in 0..<n where marked[y * n + x] {
+                    // Another marked cell among the (unclamped) 8 neighbours.
                     var continues = false
-                    for dy in -1...1 {
-                        for dx in -1...1 where (dx != 0 || dy != 0) && (0..<n).contains(x + dx) && (0..<n).contains(y + dy) {
-                            continues = continues || marked[(y + dy) * n + x + dx]
+                    for yy in max(0, y - 1)...min(n - 1, y + 1) {
+                        for xx in max(0, x - 1)...min(n - 1, x + 1) where (xx != x || yy != y) && marked[yy * n + xx] {
+                            continues = true
                         }
                     }
-                    if continues { lightness[y * n + x] = before[y * n + x] * lift.outlineDarken }
+                    if continues { lightness[y * n + x] = unmarked[y * n + x] * lift.outlineDarken }
                 }
             }
         }
         let shaped = lightness
         for y in 1..<max(1, n - 1) {
+            let up = (y - 1) * n, row = y * n, down = (y + 1) * n
             for x in 1..<max(1, n - 1) {
-                let l = shaped[y * n + x]
+                let l = shaped[row + x]
+                // The 8 neighbours, rows top to bottom, columns left to right.
+                let v0 = shaped[up + x - 1], v1 = shaped[up + x], v2 = shaped[up + x + 1]
+                let v3 = shaped[row + x - 1], v4 = shaped[row + x + 1]
+                let v5 = shaped[down + x - 1], v6 = shaped[down + x], v7 = shaped[down + x + 1]
                 var sum = 0.0, darkest = Double.infinity
-                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
-                    let v = shaped[(y + dy) * n + x + dx]; sum += v; darkest = min(darkest, v)
-                } }
-                if darkest - l > isolatedDark { lightness[y * n + x] = sum / 8 }
+                sum += v0; darkest = min(darkest, v0); sum += v1; darkest = min(darkest, v1)
+                sum += v2; darkest = min(darkest, v2); sum += v3; darkest = min(darkest, v3)
+                sum += v4; darkest = min(darkest, v4); sum += v5; darkest = min(darkest, v5)
+                sum += v6; darkest = min(darkest, v6); sum += v7; darkest = min(darkest, v7)
+                if darkest - l > isolatedDark { lightness[row + x] = sum / 8 }
             }
         }
         return lightness

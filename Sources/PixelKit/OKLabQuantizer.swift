@@ -316,17 +316,19 @@ extension IndexedImage {
         let lightness = palette.map { OKLab($0).l }
         var out = indices
         guard width >= 3, height >= 3 else { return self }
+        // The 8 neighbours' offsets, rows top to bottom, columns left to right.
+        let around = [-width - 1, -width, -width + 1, -1, 1, width - 1, width, width + 1]
         for y in 1..<(height - 1) {
             for x in 1..<(width - 1) {
-                let own = Int(indices[y * width + x]), l = lightness[own]
+                let at = y * width + x, own = Int(indices[at]), l = lightness[own]
                 // First whether the cell goes at all (most do not), without allocating.
                 var darkest = Double.infinity, shared = false, allFar = true
-                for dy in -1...1 { for dx in -1...1 where dx != 0 || dy != 0 {
-                    let j = Int(indices[(y + dy) * width + x + dx])
-                    darkest = min(darkest, lightness[j])
+                for offset in around {
+                    let j = Int(indices[at + offset]), lj = lightness[j]
+                    darkest = min(darkest, lj)
                     shared = shared || j == own
-                    allFar = allFar && abs(lightness[j] - l) > threshold
-                } }
+                    allFar = allFar && abs(lj - l) > threshold
+                }
                 let lone = lightToo && !shared && allFar
                 if (darkest - l > threshold || lone) && !(keep.count == indices.count && keep[y * width + x]) {
                     var counts = [Int](repeating: 0, count: palette.count), order: [Int] = []

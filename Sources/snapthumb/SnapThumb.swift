@@ -58,7 +58,7 @@ enum Main {
             if arguments.first == "worker", let worker = WorkerStart(arguments: arguments.dropFirst()) {
                 parsed = WorkerCommand.self
                 try worker.run()
-            } else if arguments.first == "backfill", var backfill = try? BackfillCommand.parse(Array(arguments.dropFirst())) {
+            } else if arguments.first == "backfill", let backfill = try? BackfillCommand.parse(Array(arguments.dropFirst())) {
                 // The subcommand parsed alone: about 3 ms less than the root's parse, which
                 // reflects every subcommand and parses twice (once for completion requests).
                 // Anything it refuses (--help, a typo) takes the root's parse below, whose
