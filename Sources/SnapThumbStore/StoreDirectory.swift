@@ -20,15 +20,17 @@ final class StoreDirectory: Sendable {
     let fd: Int32
     /// The directory's path, for messages.
     let path: String
-    /// The file system it is on (`st_dev`), nil if `fstat` failed: a rename between two
-    /// directories works only on one.
-    let device: UInt64?
+    /// Device and inode of the open directory (they never change for an open descriptor),
+    /// from one `fstat` when it is opened; nil if that failed.
+    let identity: OpenDirectories.FileIdentity?
+    /// The file system it is on: a rename between two directories works only within one.
+    var device: UInt64? { identity?.device }
 
     private init(fd: Int32, path: String) {
         self.fd = fd
         self.path = path
         var st = stat()
-        self.device = fstat(fd, &st) == 0 ? UInt64(st.st_dev) : nil
+        self.identity = fstat(fd, &st) == 0 ? OpenDirectories.FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil
     }
 
     deinit { close(fd) }
@@ -394,13 +396,6 @@ final class OpenDirectories: Sendable {
 }
 
 extension StoreDirectory {
-    /// Device and inode of the open directory.
-    var identity: OpenDirectories.FileIdentity? {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        return OpenDirectories.FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
-    }
-
     /// Device and inode of the directory `name` in this one (a symlink is not followed); nil if
     /// it is missing or not a directory.
     func identity(of name: String) -> OpenDirectories.FileIdentity? {
