@@ -41,6 +41,8 @@ public struct BenchReport: Sendable {
         public var images: Int
         public var imagesPerSecond: Double
         public var cpuMsPerImage: Double
+        /// The system (kernel) part of `cpuMsPerImage`.
+        public var systemMsPerImage: Double
         public var p50: Double?, p95: Double?, p99: Double?
         /// The largest over the rounds (not a median).
         public var peakRSSBytes: Int
@@ -58,6 +60,7 @@ public struct BenchReport: Sendable {
         return Summary(side: side, jobs: jobs, images: rs.map(\.images).min() ?? 0,
                        imagesPerSecond: median { $0.imagesPerSecond } ?? 0,
                        cpuMsPerImage: median { $0.cpuMsPerImage } ?? 0,
+                       systemMsPerImage: median { $0.systemMsPerImage } ?? 0,
                        p50: median { Statistics.percentile($0.latencies, 50) },
                        p95: median { Statistics.percentile($0.latencies, 95) },
                        p99: median { Statistics.percentile($0.latencies, 99) },
@@ -83,6 +86,19 @@ public struct BenchReport: Sendable {
     func cpuRatios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
         zip(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group)).compactMap {
             $1.cpuMsPerImage > 0 && $1.images > 0 ? $0.cpuMsPerImage / $1.cpuMsPerImage : nil
+        }
+    }
+
+    /// Median over rounds of (SnapThumb user CPU per image ÷ `side`'s): `cpuRatio` without
+    /// the kernel's part, which for SnapThumb is mostly its store's file system work.
+    public func userCPURatio(against side: String, jobs: Int, group: FormatGroup? = nil) -> Double? {
+        Statistics.median(userCPURatios(against: side, jobs: jobs, group: group))
+    }
+
+    func userCPURatios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
+        zip(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group)).compactMap {
+            let mine = $0.cpuMsPerImage - $0.systemMsPerImage, theirs = $1.cpuMsPerImage - $1.systemMsPerImage
+            return theirs > 0 && $1.images > 0 ? mine / theirs : nil
         }
     }
 
@@ -123,7 +139,7 @@ public struct BenchReport: Sendable {
 
     /// The table people read: one row per side and job count, then the ratios.
     public func table() -> String {
-        let header = ["side", "jobs", "images/s", "CPU ms/img", "p50 ms", "p95 ms", "p99 ms", "peak RSS"]
+        let header = ["side", "jobs", "images/s", "CPU ms/img", "of it sys", "p50 ms", "p95 ms", "p99 ms", "peak RSS"]
         var rows: [[String]] = []
         let jobCounts = options.scaling && options.jobs > 1 ? [options.jobs, 1] : [options.jobs]
         for jobs in jobCounts {
@@ -131,7 +147,7 @@ public struct BenchReport: Sendable {
                 guard let s = summary(side, jobs: jobs) else { continue }
                 func ms(_ v: Double?) -> String { v.map { String(format: "%.1f", $0) } ?? "-" }
                 rows.append([side, "\(jobs)", String(format: "%.1f", s.imagesPerSecond), String(format: "%.2f", s.cpuMsPerImage),
-                             ms(s.p50), ms(s.p95), ms(s.p99), String(format: "%.1f MiB", Double(s.peakRSSBytes) / 1_048_576)])
+                             String(format: "%.2f", s.systemMsPerImage), ms(s.p50), ms(s.p95), ms(s.p99), String(format: "%.1f MiB", Double(s.peakRSSBytes) / 1_048_576)])
             }
         }
         let widths = header.indices.map { i in ([header] + rows).map { $0[i].count }.max() ?? 0 }
@@ -154,6 +170,10 @@ public struct BenchReport: Sendable {
                 lines.append(String(format: "CPU per image SnapThumb / %@ (jobs %d, median of %d paired rounds): %.2f×",
                                     side, options.jobs, rounds(side, jobs: options.jobs).count, r)
                              + Self.spread(cpuRatios(against: side, jobs: options.jobs)))
+            }
+            if let r = userCPURatio(against: side, jobs: options.jobs) {
+                lines.append(String(format: "  user CPU only (without the kernel's, for SnapThumb mostly the store's files): %.2f×", r)
+                             + Self.spread(userCPURatios(against: side, jobs: options.jobs)))
             }
         }
         for side in sides {
@@ -225,6 +245,7 @@ public struct BenchReport: Sendable {
             doc["images"] = s.images
             doc["images_per_second"] = round3(s.imagesPerSecond)
             doc["cpu_ms_per_image"] = round3(s.cpuMsPerImage)
+            doc["sys_ms_per_image"] = round3(s.systemMsPerImage)
             doc["p50_ms"] = s.p50.map(round3) ?? NSNull()
             doc["p95_ms"] = s.p95.map(round3) ?? NSNull()
             doc["p99_ms"] = s.p99.map(round3) ?? NSNull()
@@ -234,11 +255,13 @@ public struct BenchReport: Sendable {
             if let s = summary(side, jobs: jobs) {
                 doc["\(side)_images_per_second"] = round3(s.imagesPerSecond)
                 doc["\(side)_cpu_ms_per_image"] = round3(s.cpuMsPerImage)
+                doc["\(side)_sys_ms_per_image"] = round3(s.systemMsPerImage)
                 doc["\(side)_peak_rss_bytes"] = s.peakRSSBytes
                 doc["\(side)_images"] = s.images
             }
             if let r = ratio(against: side, jobs: jobs) { doc[side == "vipsthumbnail" ? "ratio" : "\(side)_ratio"] = round3(r) }
             if let r = cpuRatio(against: side, jobs: jobs) { doc["\(side)_cpu_ratio"] = round3(r) }
+            if let r = userCPURatio(against: side, jobs: jobs) { doc["\(side)_user_cpu_ratio"] = round3(r) }
         }
         if options.scaling {
             for side in sides {
@@ -280,7 +303,8 @@ public struct BenchReport: Sendable {
         doc["rounds"] = rounds.map { r -> [String: Any] in
             ["side": r.side, "jobs": r.jobs, "round": r.round, "format": r.group?.rawValue ?? "all", "images": r.images, "failed": r.failed,
              "seconds": round3(r.seconds), "images_per_second": round3(r.imagesPerSecond),
-             "cpu_ms_per_image": round3(r.cpuMsPerImage), "peak_rss_bytes": r.peakRSSBytes]
+             "cpu_ms_per_image": round3(r.cpuMsPerImage), "sys_ms_per_image": round3(r.systemMsPerImage),
+             "peak_rss_bytes": r.peakRSSBytes]
         }
         if !keptStores.isEmpty { doc["kept_stores"] = keptStores }
         return (try? JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? Data()

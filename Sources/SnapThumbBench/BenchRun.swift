@@ -66,6 +66,9 @@ public struct SideRound: Sendable {
     public var seconds: Double
     /// User + system CPU seconds of every process involved.
     public var cpuSeconds: Double
+    /// The system (kernel) part of `cpuSeconds`: for SnapThumb mostly the store's file
+    /// system work (creating, renaming and syncing its files and directories).
+    public var systemSeconds: Double = 0
     public var peakRSSBytes: Int
     /// Per-image processing time in ms (SnapThumb only).
     public var latencies: [Double] = []
@@ -76,6 +79,7 @@ public struct SideRound: Sendable {
 
     public var imagesPerSecond: Double { seconds > 0 ? Double(images) / seconds : 0 }
     public var cpuMsPerImage: Double { images > 0 ? cpuSeconds * 1000 / Double(images) : 0 }
+    public var systemMsPerImage: Double { images > 0 ? systemSeconds * 1000 / Double(images) : 0 }
 }
 
 /// Encodes and sizes of one output variant over every processed image.
@@ -277,13 +281,14 @@ public struct Bench: Sendable {
         let selfAfter = ResourceUsage.current, childrenAfter = ResourceUsage.children
 
         let cpu = (selfAfter.cpuSeconds - selfBefore.cpuSeconds) + (childrenAfter.cpuSeconds - childrenBefore.cpuSeconds)
+        let system = (selfAfter.systemSeconds - selfBefore.systemSeconds) + (childrenAfter.systemSeconds - childrenBefore.systemSeconds)
         let collected = collector.result
         if jobs == options.jobs && counted {
             for (name, stats) in collected.variants { report.variants[name, default: VariantStats()].merge(stats) }
         }
         if counted { report.failures += summary.failures.map { "\($0.file): \($0.code.rawValue): \($0.message)" } }
         return SideRound(side: "snapthumb", jobs: jobs, round: round, images: summary.processed, failed: summary.failures.count,
-                         seconds: summary.seconds, cpuSeconds: cpu,
+                         seconds: summary.seconds, cpuSeconds: cpu, systemSeconds: system,
                          peakRSSBytes: max(ResourceUsage.ownPeakRSSBytes, collected.peakRSS),
                          latencies: summary.latencies, warmRSSBytes: collected.warmRSS, endRSSBytes: collected.peakRSS)
     }
@@ -341,7 +346,7 @@ public struct Bench: Sendable {
             if kib.count == commands.count { peak = (kib.max() ?? 0) * 1024 }
         }
         return SideRound(side: tool.rawValue, jobs: jobs, round: round, images: made, failed: tool.expected(paths) - made,
-                         seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, peakRSSBytes: peak)
+                         seconds: outcome.seconds, cpuSeconds: outcome.cpuSeconds, systemSeconds: outcome.systemSeconds, peakRSSBytes: peak)
     }
 
     // MARK: Helpers

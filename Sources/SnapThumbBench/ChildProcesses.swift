@@ -15,6 +15,8 @@ enum ChildProcesses {
         var seconds: Double
         /// CPU seconds of all of them together.
         var cpuSeconds: Double
+        /// The system (kernel) part of `cpuSeconds`.
+        var systemSeconds: Double
         /// The largest single process's peak RSS.
         var peakRSSBytes: Int
         /// Exit status per command (128 + signal when killed); -1 when it could not start.
@@ -30,7 +32,7 @@ enum ChildProcesses {
         for command in commands {
             pids.append(spawn(command, environment: env, stderrPath: stderrPath))
         }
-        var cpu = 0.0, peak = 0
+        var cpu = 0.0, system = 0.0, peak = 0
         var statuses: [Int32] = []
         for pid in pids {
             guard pid > 0 else { statuses.append(-1); continue }
@@ -39,13 +41,14 @@ enum ChildProcesses {
             while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
             let measured = ResourceUsage(usage)
             cpu += measured.cpuSeconds
+            system += measured.systemSeconds
             peak = max(peak, measured.peakRSSBytes)
             // WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift does not import.
             let signal = status & 0x7F
             statuses.append(signal == 0 ? (status >> 8) & 0xFF : 128 + signal)
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return Outcome(seconds: seconds, cpuSeconds: cpu, peakRSSBytes: peak, statuses: statuses)
+        return Outcome(seconds: seconds, cpuSeconds: cpu, systemSeconds: system, peakRSSBytes: peak, statuses: statuses)
     }
 
     private static func spawn(_ command: [String], environment: [String], stderrPath: String) -> pid_t {

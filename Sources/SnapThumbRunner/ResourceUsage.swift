@@ -8,11 +8,14 @@ import Darwin
 public struct ResourceUsage: Sendable, Equatable {
     /// User + system CPU seconds.
     public var cpuSeconds: Double
+    /// The system (kernel) part of `cpuSeconds`: system calls, page faults.
+    public var systemSeconds: Double
     /// Peak resident set size in bytes (`ru_maxrss`).
     public var peakRSSBytes: Int
 
-    public init(cpuSeconds: Double, peakRSSBytes: Int) {
+    public init(cpuSeconds: Double, systemSeconds: Double = 0, peakRSSBytes: Int) {
         self.cpuSeconds = cpuSeconds
+        self.systemSeconds = systemSeconds
         self.peakRSSBytes = peakRSSBytes
     }
 
@@ -76,7 +79,8 @@ public struct ResourceUsage: Sendable, Equatable {
     }
 
     public init(_ usage: rusage) {
-        cpuSeconds = Self.seconds(usage.ru_utime) + Self.seconds(usage.ru_stime)
+        systemSeconds = Self.seconds(usage.ru_stime)
+        cpuSeconds = Self.seconds(usage.ru_utime) + systemSeconds
         peakRSSBytes = Self.maxRSSBytes(usage.ru_maxrss)
     }
 

@@ -82,6 +82,20 @@ struct BenchTests {
         #expect(doc["floor_images"] as? Int == jpegs)
         #expect(number("floor_cpu_ms_per_image") > 0)
         #expect(number("floor_cpu_ratio") > 1)
+        // The kernel's part of each side's CPU, apart (SnapThumb's is mostly its store's files): part
+        // of the CPU figure, never more than it. The kernel splits a process's time by sampling at
+        // its ticks, so on a run this short a side's part may be 0.
+        #expect(number("sys_ms_per_image") >= 0 && number("sys_ms_per_image") < number("cpu_ms_per_image"))
+        #expect(number("floor_sys_ms_per_image") >= 0 && number("floor_sys_ms_per_image") < number("floor_cpu_ms_per_image"))
+        // One round: the user-only ratio is that round's user CPU per image over the floor's.
+        let userRatio = (number("cpu_ms_per_image") - number("sys_ms_per_image"))
+            / (number("floor_cpu_ms_per_image") - number("floor_sys_ms_per_image"))
+        #expect(abs(number("floor_user_cpu_ratio") - userRatio) < 0.01 * userRatio + 0.002, "\(number("floor_user_cpu_ratio")) vs \(userRatio)")
+        let rounds = try #require(doc["rounds"] as? [[String: Any]])
+        for round in rounds {
+            let cpu = (round["cpu_ms_per_image"] as? NSNumber)?.doubleValue ?? -1, sys = (round["sys_ms_per_image"] as? NSNumber)?.doubleValue ?? -1
+            #expect(sys >= 0 && sys <= cpu, "\(round)")
+        }
         #expect(number("vipsthumbnail_cpu_ratio") > 0)
         let images = try FileWalker.regularFiles(under: Fixtures.sample("snaps")).files.count
         #expect(doc["images"] as? Int == images)
