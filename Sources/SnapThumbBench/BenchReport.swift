@@ -84,9 +84,7 @@ public struct BenchReport: Sendable {
     }
 
     func cpuRatios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
-        zip(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group)).compactMap {
-            $1.cpuMsPerImage > 0 && $1.images > 0 ? $0.cpuMsPerImage / $1.cpuMsPerImage : nil
-        }
+        perImageQuotients(\.cpuMsPerImage, against: side, jobs: jobs, group: group)
     }
 
     /// Median over rounds of (SnapThumb user CPU per image ÷ `side`'s): `cpuRatio` without
@@ -96,9 +94,13 @@ public struct BenchReport: Sendable {
     }
 
     func userCPURatios(against side: String, jobs: Int, group: FormatGroup? = nil) -> [Double] {
+        perImageQuotients(\.userMsPerImage, against: side, jobs: jobs, group: group)
+    }
+
+    /// SnapThumb's `cost` per image ÷ `side`'s, one per round (rounds where `side` made nothing left out).
+    private func perImageQuotients(_ cost: (SideRound) -> Double, against side: String, jobs: Int, group: FormatGroup?) -> [Double] {
         zip(rounds("snapthumb", jobs: jobs, group: group), rounds(side, jobs: jobs, group: group)).compactMap {
-            let mine = $0.cpuMsPerImage - $0.systemMsPerImage, theirs = $1.cpuMsPerImage - $1.systemMsPerImage
-            return theirs > 0 && $1.images > 0 ? mine / theirs : nil
+            cost($1) > 0 && $1.images > 0 ? cost($0) / cost($1) : nil
         }
     }
 

@@ -68,7 +68,7 @@ public struct SideRound: Sendable {
     public var cpuSeconds: Double
     /// The system (kernel) part of `cpuSeconds`: for SnapThumb mostly the store's file
     /// system work (creating, renaming and syncing its files and directories).
-    public var systemSeconds: Double = 0
+    public var systemSeconds: Double
     public var peakRSSBytes: Int
     /// Per-image processing time in ms (SnapThumb only).
     public var latencies: [Double] = []
@@ -80,6 +80,8 @@ public struct SideRound: Sendable {
     public var imagesPerSecond: Double { seconds > 0 ? Double(images) / seconds : 0 }
     public var cpuMsPerImage: Double { images > 0 ? cpuSeconds * 1000 / Double(images) : 0 }
     public var systemMsPerImage: Double { images > 0 ? systemSeconds * 1000 / Double(images) : 0 }
+    /// `cpuMsPerImage` without the kernel's part.
+    public var userMsPerImage: Double { cpuMsPerImage - systemMsPerImage }
 }
 
 /// Encodes and sizes of one output variant over every processed image.
@@ -280,8 +282,11 @@ public struct Bench: Sendable {
             .run(files: files, interval: 3600, onResult: { collector.add($0) })
         let selfAfter = ResourceUsage.current, childrenAfter = ResourceUsage.children
 
-        let cpu = (selfAfter.cpuSeconds - selfBefore.cpuSeconds) + (childrenAfter.cpuSeconds - childrenBefore.cpuSeconds)
-        let system = (selfAfter.systemSeconds - selfBefore.systemSeconds) + (childrenAfter.systemSeconds - childrenBefore.systemSeconds)
+        // This process's and its waited-for children's, over the round.
+        func spent(_ seconds: (ResourceUsage) -> Double) -> Double {
+            (seconds(selfAfter) - seconds(selfBefore)) + (seconds(childrenAfter) - seconds(childrenBefore))
+        }
+        let cpu = spent(\.cpuSeconds), system = spent(\.systemSeconds)
         let collected = collector.result
         if jobs == options.jobs && counted {
             for (name, stats) in collected.variants { report.variants[name, default: VariantStats()].merge(stats) }
